@@ -1,0 +1,35 @@
+# The two commands of the README: `make demo` and `make test`. Both set up .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: setup
+	rm -rf demo-runs demo-warehouse
+	$(BIN)/etl demo demo-runs
+	$(BIN)/etl ingest demo-runs --warehouse demo-warehouse
+	$(BIN)/etl query "SELECT run_name, rank, device_id, selected_iteration, round(gpu_util, 4) AS gpu_util, window_ns, busy_ns, idle_ns, throughput_samples_per_s FROM run_summary ORDER BY run_name" --warehouse demo-warehouse
+
+test: setup
+	$(BIN)/python -m pytest -n 2 -q
+
+lint: setup
+	$(BIN)/ruff check etl tests
+	$(BIN)/mypy
+	$(BIN)/etl lint-sql
+
+bench: setup
+	$(BIN)/python bench/ingest_bench.py
+
+clean:
+	rm -rf $(VENV) demo-runs demo-warehouse .pytest_cache

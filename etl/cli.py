@@ -1,0 +1,172 @@
+"""The command line: a thin layer over the library. Only this module knows about terminals."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etl.errors import EtlError
+
+DEFAULT_WAREHOUSE = "./warehouse"
+warehouse_option = click.option(
+    "--warehouse", "warehouse_dir", type=click.Path(file_okay=False, path_type=Path),
+    default=lambda: os.environ.get("ETL_WAREHOUSE", DEFAULT_WAREHOUSE), show_default=
+    "$ETL_WAREHOUSE or ./warehouse", help="Warehouse folder.")
+
+
+class Cli(click.Group):
+    """Turns the project's own errors into one line and exit code 1 (tracebacks: --debug)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EtlError as exc:
+            if ctx.params.get("debug"):
+                raise
+            line = exc.line() if hasattr(exc, "line") else str(exc)
+            click.echo(f"error: {line}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=Cli)
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """GPU utilization warehouse: ingest profiler outputs, query utilization with SQL.
+
+    \b
+    Example:
+      etl demo runs/ && etl ingest runs/
+      etl query "SELECT run_name, gpu_util FROM run_summary"
+    """
+    ctx.obj = {"debug": debug}
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))
+@warehouse_option
+@click.pass_context
+def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path) -> None:
+    """Ingest run folders (or folders of run folders) into the warehouse.
+
+    \b
+    Example:
+      etl ingest runs/ --warehouse warehouse/
+    A run folder's name is its run name; ingesting it again replaces that run, and is a
+    no-op when its files are unchanged.
+    """
+    from etl import report
+    from etl.ingest import ingest_all
+    from etl.runfolder import find_run_folders
+    from etl.views import ensure_views
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    folders = find_run_folders(list(paths))
+    with report.progress(len(folders)) as advance:
+        results = ingest_all(folders, warehouse, ctx.obj["debug"], on_done=advance)
+    if not ensure_views(warehouse):
+        click.echo(f"warning: {warehouse.database} is open in another process; views were "
+                   "not refreshed (new runs are visible anyway). Run `etl views` later.",
+                   err=True)
+    report.summary(results)
+    if any(r.status == "refused" for r in results):
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("sql")
+@warehouse_option
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format (json: an array of objects).")
+def query(sql: str, warehouse_dir: Path, fmt: str) -> None:
+    """Run SQL on the warehouse (tables and views).
+
+    \b
+    Example:
+      etl query "SELECT run_name, iteration, gpu_util FROM gpu_utilization" --format csv
+    """
+    from etl import report
+    from etl.query import run_query
+
+    columns, rows = run_query(warehouse_dir, sql)
+    report.print_rows(columns, rows, fmt)
+
+
+@main.command()
+@warehouse_option
+def runs(warehouse_dir: Path) -> None:
+    """List the ingested runs.
+
+    \b
+    Example:
+      etl runs --warehouse warehouse/
+    """
+    from etl import report
+    from etl.query import run_query
+
+    columns, rows = run_query(warehouse_dir, (
+        "SELECT run_name, run_id, len(sources) AS sources, model, exec_mode, precision, "
+        "batch_size, gpu, event_count, anomaly_count, ingested_at FROM runs ORDER BY run_name"))
+    report.print_rows(columns, rows, "table")
+
+
+@main.command()
+@click.argument("dest", type=click.Path(path_type=Path))
+def demo(dest: Path) -> None:
+    """Write a small synthetic runs folder (no GPU needed).
+
+    \b
+    Example:
+      etl demo demo-runs && etl ingest demo-runs
+    """
+    from etl.demo import write_demo
+
+    try:
+        written = write_demo(dest)
+    except FileExistsError:
+        raise EtlError(f"{dest}: exists and is not empty; choose a new folder") from None
+    for folder in written:
+        click.echo(f"wrote {folder}")
+
+
+@main.command()
+@warehouse_option
+def views(warehouse_dir: Path) -> None:
+    """(Re)create the warehouse's views in warehouse.duckdb.
+
+    \b
+    Example:
+      etl views --warehouse warehouse/
+    """
+    from etl.views import ensure_views
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    warehouse.init()
+    if not ensure_views(warehouse):
+        raise EtlError(f"{warehouse.database}: open in another process (a DuckDB shell?); "
+                       "close it and retry")
+    click.echo(f"views up to date in {warehouse.database}")
+
+
+@main.command("lint-sql")
+def lint_sql() -> None:
+    """Check that every view is one documented SELECT with known dependencies.
+
+    \b
+    Example:
+      etl lint-sql
+    """
+    from etl.views import discover, lint
+
+    problems = lint(discover())
+    for line in problems:
+        click.echo(line, err=True)
+    if problems:
+        sys.exit(1)
+    click.echo("all views documented")

@@ -1,0 +1,1 @@
+"""Extractors: one module per input format, and the registry that recognises files."""

@@ -1,0 +1,93 @@
+"""Terminal output: progress bar, summary table, query results."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from contextlib import contextmanager
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any, Callable, Iterator
+
+from etl.ingest import RunResult
+
+
+@contextmanager
+def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console,
+                  disable=not console.is_terminal) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(result: RunResult) -> None:
+            bar.update(task, advance=1, description=result.run_name)
+            for line in result.warnings:
+                console.print(f"warning: {line}", markup=False, highlight=False)
+            if result.error:
+                console.print(f"error: {result.error}", markup=False, highlight=False)
+
+        yield advance
+
+
+def summary(results: list[RunResult]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="etl ingest")
+    for column in ("run", "status", "events", "kernels", "anomalies", "seconds"):
+        table.add_column(column, justify="left" if column in ("run", "status") else "right")
+    for r in results:
+        table.add_row(r.run_name, r.status, f"{r.events:,}", f"{r.kernels:,}",
+                      f"{r.anomalies:,}", f"{r.seconds:.2f}")
+    total = sum(r.seconds for r in results)
+    table.add_row(f"{len(results)} runs", _counts(results), f"{sum(r.events for r in results):,}",
+                  f"{sum(r.kernels for r in results):,}",
+                  f"{sum(r.anomalies for r in results):,}", f"{total:.2f}", style="bold")
+    Console(width=120).print(table)
+
+
+def _counts(results: list[RunResult]) -> str:
+    statuses = [r.status for r in results]
+    return ", ".join(f"{statuses.count(s)} {s}" for s in ("ingested", "unchanged", "refused")
+                     if statuses.count(s))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
+    if fmt == "json":
+        json.dump([dict(zip(columns, map(_plain, row))) for row in rows], sys.stdout)
+        sys.stdout.write("\n")
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([["" if v is None else _plain(v) for v in row] for row in rows])
+    else:
+        _rich_rows(columns, rows)
+
+
+def _rich_rows(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_lines=False)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*["NULL" if v is None else str(_plain(v)) for v in row])
+    Console(width=max(120, 16 * len(columns))).print(table)
+    print(f"({len(rows)} rows)")

@@ -1,0 +1,168 @@
+"""Run folders: finding them, recognising their files by content, reading run.toml."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from etl.errors import InputError, RunError
+from etl.extract.kineto import looks_like_trace
+from etl.extract.rawio import read_head
+
+RUN_TOML = "run.toml"
+# Names that claim to be profiler output: unreadable content refuses the run, not skipped.
+CLAIMING_SUFFIXES = (".json", ".json.gz", ".trace.json", ".pt.trace.json", ".pt.trace.json.gz")
+DIMENSIONS: dict[str, type | tuple[type, ...]] = {
+    "model": str, "framework": str, "framework_version": str, "exec_mode": str,
+    "precision": str, "batch_size": int, "gpu": str, "tags": list, "sm_count": int,
+    "synthetic": bool, "notes": str,
+}
+
+
+@dataclass
+class RunFolder:
+    name: str
+    path: Path
+    traces: list[Path] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    run_toml: Path | None = None
+
+
+def find_run_folders(paths: list[Path]) -> list[Path]:
+    """Each PATH is a run folder (it holds profiler output or run.toml) or a folder of them."""
+    folders: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise RunError(f"{path}: not a folder; pass a run folder or a folder of run folders")
+        if _is_run_folder(path):
+            folders.append(path)
+        else:
+            folders.extend(sorted(p for p in path.iterdir() if p.is_dir()
+                                  and not p.name.startswith(".")))
+    _refuse_duplicate_names(folders)
+    return folders
+
+
+def _is_run_folder(path: Path) -> bool:
+    for entry in path.iterdir():
+        if entry.is_file() and (entry.name == RUN_TOML or _claims_trace(entry)
+                                or looks_like_trace(read_head(entry, 4096))):
+            return True
+    return False
+
+
+def _refuse_duplicate_names(folders: list[Path]) -> None:
+    seen: dict[str, Path] = {}
+    for folder in folders:
+        if folder.name in seen and seen[folder.name].resolve() != folder.resolve():
+            raise RunError(f"two run folders named {folder.name!r}: {seen[folder.name]} and "
+                           f"{folder}; a run name must be unique in one command (rename one)")
+        seen[folder.name] = folder
+
+
+def _claims_trace(path: Path) -> bool:
+    return path.name.lower().endswith(CLAIMING_SUFFIXES)
+
+
+def scan(path: Path) -> RunFolder:
+    """Classify every file under the run folder (recursively, symlink loops refused)."""
+    run = RunFolder(path.name, path)
+    for file in _walk(path):
+        rel = str(file.relative_to(path))
+        if file.name == RUN_TOML and file.parent == path:
+            run.run_toml = file
+        elif file.stat().st_size == 0 and _claims_trace(file):
+            raise InputError(_display(path, file), "file is empty", None,
+                             "re-export the trace from the profiler, or remove the file")
+        elif _claims_trace(file) or looks_like_trace(read_head(file)):
+            run.traces.append(file)
+        else:
+            run.skipped.append((rel, "not a recognised profiler output"))
+    return run
+
+
+def _walk(root: Path) -> list[Path]:
+    files: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        st = folder.stat()
+        if (st.st_dev, st.st_ino) in seen:
+            raise InputError(str(folder), "symlink loop in the run folder", None,
+                             "remove the symlink that points back into the folder")
+        seen.add((st.st_dev, st.st_ino))
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError as exc:
+            raise InputError(str(folder), f"cannot list folder ({exc.strerror})") from None
+        for entry in entries:
+            _classify_entry(entry, files, stack)
+    return sorted(files)
+
+
+def _classify_entry(entry: Path, files: list[Path], stack: list[Path]) -> None:
+    try:
+        if entry.is_dir():
+            stack.append(entry)
+        elif entry.is_file():
+            files.append(entry)
+    except OSError as exc:  # ELOOP on a self-referencing symlink
+        raise InputError(str(entry), f"cannot follow ({exc.strerror})", None,
+                         "remove the broken or looping symlink") from None
+
+
+def _display(run_path: Path, file: Path) -> str:
+    return f"{run_path.name}/{file.relative_to(run_path)}"
+
+
+def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
+    """Validated experiment dimensions and the verbatim text."""
+    text_bytes = path.read_bytes()
+    try:
+        text = text_bytes.decode("utf-8")
+        doc = tomllib.loads(text)
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InputError(path, f"not valid TOML ({exc})", None,
+                         "fix the syntax; see the README for the run.toml keys") from None
+    for key, value in doc.items():
+        expected = DIMENSIONS.get(key)
+        if expected is not None and not _type_ok(value, expected):
+            raise InputError(path, f"key {key!r} has a {type(value).__name__}, expected "
+                             f"{getattr(expected, '__name__', expected)}", f"key {key}",
+                             "fix the value's type")
+    tags = doc.get("tags", [])
+    if not all(isinstance(t, str) for t in tags):
+        raise InputError(path, "tags must be a list of strings", "key tags", "quote each tag")
+    if "batch_size" in doc and doc["batch_size"] <= 0:
+        raise InputError(path, "batch_size must be positive", "key batch_size")
+    return doc, text
+
+
+def _type_ok(value: Any, expected: type | tuple[type, ...]) -> bool:
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_id_for(name: str, files: list[tuple[str, str]]) -> str:
+    """Content hash of the run: its name and each input file's relative path and sha256."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape"))
+    for rel, sha in sorted(files):
+        digest.update(b"\0" + rel.encode("utf-8", "surrogateescape") + b"\0" + sha.encode())
+    return digest.hexdigest()[:16]
+
+
+def relative(run: RunFolder, file: Path) -> str:
+    return os.path.relpath(file, run.path)

@@ -1,0 +1,101 @@
+"""Table schemas kept as data in schemas/*.toml, turned into pyarrow schemas here."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool
+    description: str
+    unit: str | None
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    table: str
+    grain: str
+    description: str
+    columns: tuple[Column, ...]
+
+    def arrow(self) -> pa.Schema:
+        import pyarrow as pa
+
+        return pa.schema([pa.field(c.name, parse_type(c.type), c.nullable) for c in self.columns])
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+@cache
+def table_schema(table: str) -> TableSchema:
+    with open(SCHEMA_DIR / f"{table}.toml", "rb") as fh:
+        doc = tomllib.load(fh)
+    columns = tuple(_column(c) for c in doc["columns"])
+    return TableSchema(doc["table"], doc["grain"], doc["description"], columns)
+
+
+def _column(raw: dict[str, Any]) -> Column:
+    return Column(raw["name"], raw["type"], bool(raw.get("nullable", True)),
+                  raw["description"], raw.get("unit"))
+
+
+_SIMPLE = {
+    "string": "string", "int32": "int32", "int64": "int64", "bool": "bool_",
+    "float64": "float64", "double": "float64",
+}
+
+
+def parse_type(text: str) -> pa.DataType:
+    """Parse the small type language of schemas/: int64, list<T>, struct<a: T, ...>."""
+    import pyarrow as pa
+
+    text = text.strip()
+    if text in _SIMPLE:
+        return getattr(pa, _SIMPLE[text])()
+    if text.startswith("timestamp["):
+        unit, _, tz = text[len("timestamp["):-1].partition(",")
+        return pa.timestamp(unit.strip(), tz=tz.split("=")[1].strip() if tz else None)
+    if text.startswith("list<") and text.endswith(">"):
+        return pa.list_(parse_type(text[5:-1]))
+    if text.startswith("struct<") and text.endswith(">"):
+        fields = [f.split(":", 1) for f in _split_top(text[7:-1])]
+        return pa.struct([pa.field(n.strip(), parse_type(t)) for n, t in fields])
+    raise ValueError(f"schemas/: unknown column type {text!r}")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not nested inside <...>."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "<"
+        depth -= ch == ">"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
+
+
+def conform(table: str, data: pa.Table) -> pa.Table:
+    """Cast to the declared schema, in declared column order; fail loudly on a mismatch."""
+    schema = table_schema(table).arrow()
+    missing = set(schema.names) - set(data.column_names)
+    extra = set(data.column_names) - set(schema.names)
+    if missing or extra:
+        raise ValueError(f"{table}: columns differ from schemas/{table}.toml: "
+                         f"missing {sorted(missing)}, unexpected {sorted(extra)}")
+    return data.select(schema.names).cast(schema)

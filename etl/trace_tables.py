@@ -1,0 +1,351 @@
+"""One Kineto source → Arrow tables (host_events, kernels, iterations, devices, anomalies).
+
+Columns are built in bulk; the per-event work is the decoder's and the single stack sweep
+in link.py.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from etl import link
+from etl.extract.kineto import KinetoTrace, convert_times, field_map
+
+Anomaly = tuple[str, int | None, str]
+
+
+@dataclass
+class SourceTables:
+    host_events: pa.Table
+    kernels: pa.Table
+    iterations: pa.Table
+    devices: pa.Table
+    anomalies: pa.Table
+    rank: int | None
+    gpu_names: list[str]
+
+
+def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> SourceTables:
+    rank = _rank(trace)
+    ts, dur = convert_times(trace)
+    cols = trace.columns
+    table_of, kind_of = _category_maps(cols.cat, cols.ph, trace.anomalies, cols.event_id)
+    is_host = np.array([t == "host" for t in table_of], dtype=bool)
+    is_gpu = np.array([t == "gpu" for t in table_of], dtype=bool)
+    base = _base_table(trace, ts, dur)
+    _flag_times(base, trace.anomalies)
+    host = base.filter(pa.array(is_host))
+    gpu = base.filter(pa.array(is_gpu)).append_column(
+        "kind", pa.array([k for k, g in zip(kind_of, is_gpu) if g], pa.string()))
+    kept = base.filter(pa.array(is_host | is_gpu))
+    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, kept)
+    context = {"source_id": source_id, "rank": rank}
+    return SourceTables(
+        host_events=_with_context(host_t, context),
+        kernels=_with_context(kern_t, context),
+        iterations=_with_context(iters, context),
+        devices=_devices(trace, kern_t, context, gpu_override),
+        anomalies=_anomaly_table(trace.anomalies, source_id),
+        rank=rank,
+        gpu_names=[str(p["name"]) for p in trace.device_properties if p.get("name")],
+    )
+
+
+def _rank(trace: KinetoTrace) -> int | None:
+    info = trace.distributed_info or {}
+    rank = info.get("rank")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
+def _category_maps(cats: list[str | None], phs: list[str | None], anomalies: list[Anomaly],
+                   ids: list[int]) -> tuple[list[str], list[str | None]]:
+    categories = field_map()["categories"]
+    instant_rule = field_map()["uncategorised"]["instant"]
+    tables: list[str] = []
+    kinds: list[str | None] = []
+    unknown: set[str | None] = set()
+    for cat, ph in zip(cats, phs):
+        entry = categories.get(cat) if cat is not None else None
+        if cat is None and ph != "X":
+            tables.append(instant_rule)
+            kinds.append(None)
+        elif entry is None:
+            unknown.add(cat)
+            tables.append("host")
+            kinds.append(None)
+        else:
+            tables.append(entry["table"])
+            kinds.append(entry.get("kind"))
+    for i, (cat, table) in enumerate(zip(cats, tables)):
+        if cat in unknown and table == "host":
+            anomalies.append(("unknown_category", ids[i],
+                              f"category {cat!r} is not in the field map; kept as a host event"))
+    return tables, kinds
+
+
+def _base_table(trace: KinetoTrace, ts: pa.Array, dur: pa.Array) -> pa.Table:
+    cols = trace.columns
+    a = cols.args
+    grid = _dims(a["grid"])
+    block = _dims(a["block"])
+    return pa.table({
+        "event_id": pa.array(cols.event_id, pa.int64()),
+        "ph": pa.array(cols.ph, pa.string()),
+        "category": pa.array(cols.cat, pa.string()),
+        "name": pa.array(cols.name, pa.string()),
+        "ts_ns": ts, "dur_ns": dur,
+        "pid": pa.array(cols.pid, pa.string()), "tid": pa.array(cols.tid, pa.string()),
+        "correlation_id": pa.array(a["correlation"], pa.int64()),
+        "external_id": pa.array(a["external_id"], pa.int64()),
+        "device_id": pa.array(a["device"], pa.int64()),
+        "stream_id": pa.array(a["stream"], pa.int64()),
+        "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+        "block_x": block[0], "block_y": block[1], "block_z": block[2],
+        "registers_per_thread": pa.array(a["registers_per_thread"], pa.int64()),
+        "shared_memory_bytes": pa.array(a["shared_memory_bytes"], pa.int64()),
+        "bytes": pa.array(a["bytes"], pa.int64()),
+    })
+
+
+def _dims(values: list[Any]) -> list[pa.Array]:
+    out = []
+    for axis in range(3):
+        out.append(pa.array([v[axis] if v is not None and len(v) == 3 else None
+                             for v in values], pa.int64()))
+    return out
+
+
+def _flag_times(base: pa.Table, anomalies: list[Anomaly]) -> None:
+    complete = pc.equal(base["ph"], "X")
+    ids = base["event_id"]
+    for column, kind, what in (("ts_ns", "missing_ts", "ts"), ("dur_ns", "missing_dur", "dur")):
+        missing = pc.and_(complete, pc.is_null(base[column]))
+        for event_id in ids.filter(missing).to_pylist():
+            anomalies.append((kind, event_id, f"complete event without a numeric {what}; "
+                              f"{what} stored as NULL"))
+    negative = pc.fill_null(pc.less(base["dur_ns"], 0), False)
+    for event_id in ids.filter(negative).to_pylist():
+        anomalies.append(("negative_duration", event_id,
+                          "dur < 0; kept as written, excluded from links and busy time"))
+
+
+def _np(column: Any, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    values = np.asarray(pc.fill_null(arr, fill).to_numpy(zero_copy_only=False))
+    return values, valid
+
+
+def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly],
+          base: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+    h_ts, h_ts_ok = _np(host["ts_ns"])
+    h_dur, h_dur_ok = _np(host["dur_ns"])
+    timed = h_ts_ok & h_dur_ok & (host["ph"].to_numpy(zero_copy_only=False) == "X")
+    steps = _steps(host, h_ts, h_dur, timed)
+    host_iter = link.assign_iterations(steps[0], steps[1], steps[2], h_ts, h_ts_ok)
+    links = _host_links(host, h_ts, h_ts + np.where(h_dur_ok, h_dur, 0), timed)
+    for row in links.overlaps:
+        anomalies.append(("overlapping_events", int(host["event_id"][row].as_py()),
+                          "starts inside an enclosing event on its thread but ends after it"))
+    host_t = _host_table(host, links, host_iter)
+    kern_t = _kernel_table(host, gpu, links, host_iter, anomalies)
+    iters = _iteration_table(host, steps, base)
+    return host_t, kern_t, iters
+
+
+def _steps(host: pa.Table, ts: np.ndarray, dur: np.ndarray,
+           timed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, number, row) of ProfilerStep#N markers."""
+    spec = field_map()["steps"]
+    pattern = re.compile(spec["pattern"])
+    cats = set(spec["categories"])
+    rows, numbers = [], []
+    for row, (name, cat) in enumerate(zip(host["name"].to_pylist(), host["category"].to_pylist())):
+        if cat in cats and name and timed[row] and (m := pattern.match(name)):
+            rows.append(row)
+            numbers.append(int(m.group(1)))
+    idx = np.array(rows, dtype=np.int64)
+    return ts[idx], ts[idx] + dur[idx], np.array(numbers, dtype=np.int64), idx
+
+
+def _host_links(host: pa.Table, start: np.ndarray, end: np.ndarray,
+                timed: np.ndarray) -> link.HostLinks:
+    thread_key = pc.binary_join_element_wise(pc.fill_null(host["pid"], ""),
+                                             pc.fill_null(host["tid"], ""), "\x1f")
+    thread = np.asarray(pc.dictionary_encode(thread_key).combine_chunks().indices)
+    cats = host["category"].to_pylist()
+    names = host["name"].to_pylist()
+    layer_spec = field_map()["layers"]
+    step_re = re.compile(field_map()["steps"]["pattern"])
+    # step markers are cpu_ops in older traces; they are iterations, never the op of a kernel
+    is_op = np.array([c in ("cpu_op", "Operator") and not (n and step_re.match(n))
+                      for c, n in zip(cats, names)], dtype=bool)
+    is_layer = np.array([_is_layer(c, n, layer_spec, step_re) for c, n in zip(cats, names)],
+                        dtype=bool)
+    return link.link_host(thread, start, end, timed, is_op, is_layer)
+
+
+def _is_layer(cat: str | None, name: str | None, spec: dict[str, Any], step_re: Any) -> bool:
+    if not name:
+        return False
+    if cat == "python_function":
+        return name.startswith(spec["module_prefix"])
+    return cat in spec["annotation_categories"] and not step_re.match(name)
+
+
+def _opt(values: np.ndarray) -> pa.Array:
+    """Index-space array → nullable int64 (NONE → NULL)."""
+    return pa.array(values, pa.int64(), mask=values == link.NONE)
+
+
+def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray) -> pa.Table:
+    ids = np.asarray(host["event_id"].combine_chunks())
+    parent = np.where(links.parent == link.NONE, link.NONE, ids[np.maximum(links.parent, 0)])
+    return pa.table({
+        "event_id": host["event_id"], "category": host["category"], "name": host["name"],
+        "ts_ns": host["ts_ns"], "dur_ns": host["dur_ns"], "pid": host["pid"],
+        "tid": host["tid"], "correlation_id": host["correlation_id"],
+        "external_id": host["external_id"], "parent_event_id": _opt(parent),
+        "iteration": _opt(iteration),
+    })
+
+
+def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_iter: np.ndarray,
+                  anomalies: list[Anomaly]) -> pa.Table:
+    launch_rows = _launch_rows(host)
+    h_corr, h_corr_ok = _np(host["correlation_id"])
+    g_corr, g_corr_ok = _np(gpu["correlation_id"])
+    sel = launch_rows[h_corr_ok[launch_rows]]
+    launch, duplicates = link.link_launches(h_corr[sel], sel, g_corr, g_corr_ok)
+    ids = np.asarray(host["event_id"].combine_chunks())
+    for row in duplicates:
+        anomalies.append(("duplicate_correlation", int(ids[row]),
+                          "a second launch call with the same correlation id; the first is used"))
+    _flag_orphans(gpu, launch, anomalies)
+    has = launch != link.NONE
+    safe = np.maximum(launch, 0)
+    op_row = np.where(has, links.op[safe], link.NONE)
+    layer_row = np.where(has, links.layer[safe], link.NONE)
+    names = host["name"].combine_chunks()
+    return pa.table({
+        "kernel_id": gpu["event_id"], "kind": gpu["kind"], "category": gpu["category"],
+        "device_id": pc.cast(gpu["device_id"], pa.int32()), "stream_id": gpu["stream_id"],
+        "name": gpu["name"], "ts_ns": gpu["ts_ns"], "dur_ns": gpu["dur_ns"],
+        "correlation_id": gpu["correlation_id"], "external_id": gpu["external_id"],
+        **{c: gpu[c] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                               "registers_per_thread", "shared_memory_bytes", "bytes")},
+        "launch_event_id": _opt(np.where(has, ids[safe], link.NONE)),
+        "op_event_id": _opt(np.where(op_row != link.NONE, ids[np.maximum(op_row, 0)], link.NONE)),
+        "op_name": _take_names(names, op_row),
+        "layer": _take_names(names, layer_row),
+        "iteration": _opt(np.where(has, host_iter[safe], link.NONE)),
+    })
+
+
+def _launch_rows(host: pa.Table) -> np.ndarray:
+    categories = field_map()["categories"]
+    launch_cats = [c for c, e in categories.items() if e.get("launch")]
+    mask = pc.fill_null(pc.is_in(host["category"], pa.array(launch_cats)), False)
+    return np.flatnonzero(np.asarray(mask.combine_chunks() if isinstance(mask, pa.ChunkedArray)
+                                     else mask))
+
+
+def _take_names(names: pa.Array, rows: np.ndarray) -> pa.Array:
+    taken = names.take(pa.array(np.maximum(rows, 0))) if len(names) else pa.nulls(len(rows), pa.string())
+    return pc.if_else(pa.array(rows == link.NONE), pa.scalar(None, pa.string()), taken)
+
+
+def _flag_orphans(gpu: pa.Table, launch: np.ndarray, anomalies: list[Anomaly]) -> None:
+    kinds = gpu["kind"].to_pylist()
+    ids = gpu["event_id"].to_pylist()
+    for row in np.flatnonzero(launch == link.NONE).tolist():
+        if kinds[row] == "kernel":
+            anomalies.append(("kernel_without_launch", ids[row],
+                              "no runtime/driver call with this correlation id in the source; "
+                              "the kernel counts toward busy time but belongs to no iteration"))
+
+
+def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Table) -> pa.Table:
+    start, end, number, rows = steps
+    if len(rows):
+        ids = np.asarray(host["event_id"].combine_chunks())[rows]
+        return pa.table({"iteration": pa.array(number, pa.int64()),
+                         "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64()),
+                         "boundary": pa.array(["ProfilerStep"] * len(rows), pa.string()),
+                         "event_id": pa.array(ids, pa.int64())})
+    return _whole_trace_iteration(base)
+
+
+def _whole_trace_iteration(base: pa.Table) -> pa.Table:
+    """No step markers: one iteration spanning every kept complete event with ts and dur.
+
+    `base` excludes ignored categories, so the profiler's own `Trace` span does not count.
+    """
+    ok = pc.and_(pc.equal(base["ph"], "X"), pc.and_(pc.is_valid(base["ts_ns"]),
+                                                     pc.is_valid(base["dur_ns"])))
+    ok = pc.and_(ok, pc.greater_equal(base["dur_ns"], 0))
+    spans = base.filter(ok)
+    if spans.num_rows == 0:
+        return pa.table({"iteration": pa.array([], pa.int64()), "start_ns": pa.array([], pa.int64()),
+                         "end_ns": pa.array([], pa.int64()), "boundary": pa.array([], pa.string()),
+                         "event_id": pa.array([], pa.int64())})
+    ends = pc.add(spans["ts_ns"], spans["dur_ns"])
+    return pa.table({"iteration": pa.nulls(1, pa.int64()),
+                     "start_ns": [pc.min(spans["ts_ns"]).as_py()], "end_ns": [pc.max(ends).as_py()],
+                     "boundary": ["whole_trace"], "event_id": pa.nulls(1, pa.int64())})
+
+
+def _with_context(table: pa.Table, context: dict[str, Any]) -> pa.Table:
+    n = table.num_rows
+    table = table.add_column(0, "rank", pa.array([context["rank"]] * n, pa.int32()))
+    return table.add_column(0, "source_id", pa.array([context["source_id"]] * n, pa.int32()))
+
+
+def _devices(trace: KinetoTrace, kernels: pa.Table, context: dict[str, Any],
+             gpu_override: str | None) -> pa.Table:
+    rows: dict[int, dict[str, Any]] = {}
+    for p in trace.device_properties:
+        if isinstance(p.get("id"), int):
+            rows[p["id"]] = _device_row(p)
+    for dev in pc.unique(kernels["device_id"]).to_pylist():
+        if dev is not None and dev not in rows:
+            rows[dev] = {"name": gpu_override, "compute_capability": None, "sm_count": None,
+                         "memory_bytes": None,
+                         "properties_source": "run.toml" if gpu_override else None}
+    ids = sorted(rows)
+    data = {k: [rows[i][k] for i in ids] for k in
+            ("name", "compute_capability", "sm_count", "memory_bytes", "properties_source")}
+    table = pa.table({"device_id": pa.array(ids, pa.int32()),
+                      "name": pa.array(data["name"], pa.string()),
+                      "compute_capability": pa.array(data["compute_capability"], pa.string()),
+                      "sm_count": pa.array(data["sm_count"], pa.int32()),
+                      "memory_bytes": pa.array(data["memory_bytes"], pa.int64()),
+                      "properties_source": pa.array(data["properties_source"], pa.string())})
+    return _with_context(table, context)
+
+
+def _device_row(p: dict[str, Any]) -> dict[str, Any]:
+    major, minor = p.get("computeMajor"), p.get("computeMinor")
+    cc = f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None
+    if p.get("gcnArchName") or str(p.get("name", "")).startswith("AMD"):
+        cc = None  # AMD reports gfx architectures; a CUDA compute capability would be a guess
+    sms = p.get("numSms")
+    mem = p.get("totalGlobalMem")
+    return {"name": p.get("name"), "compute_capability": cc,
+            "sm_count": sms if isinstance(sms, int) else None,
+            "memory_bytes": mem if isinstance(mem, int) else None,
+            "properties_source": "deviceProperties"}
+
+
+def _anomaly_table(anomalies: list[Anomaly], source_id: int) -> pa.Table:
+    return pa.table({
+        "source_id": pa.array([source_id] * len(anomalies), pa.int32()),
+        "kind": pa.array([a[0] for a in anomalies], pa.string()),
+        "event_id": pa.array([a[1] for a in anomalies], pa.int64()),
+        "detail": pa.array([a[2] for a in anomalies], pa.string()),
+    })

@@ -1,0 +1,221 @@
+"""SQL views: discover sql/views/, render, lint, order by dependency, create in DuckDB.
+
+A view file `sql/views/<area>/<name>_v<N>.sql` holds one documented SELECT; the tool wraps
+it in CREATE OR REPLACE VIEW <name>_v<N>, and <name> points to the highest N. Tables are
+views too, generated from schemas/ over the warehouse's Parquet files.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from etl.errors import EtlError
+from etl.schema import TABLES, table_schema
+
+if TYPE_CHECKING:
+    from etl.warehouse import Warehouse
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "views"
+_FILE_RE = re.compile(r"^(?P<name>_?[a-z][a-z0-9_]*)_v(?P<version>\d+)\.sql$")
+_COLUMN_DOC_RE = re.compile(r"^--\s{1,4}(?P<col>[a-z_][a-z0-9_]*)\s*:\s*(?P<doc>\S.*)$")
+
+
+class ViewError(EtlError):
+    """A view file that breaks the house rules; the message names the file."""
+
+
+@dataclass(frozen=True)
+class View:
+    name: str          # versioned name, e.g. gpu_utilization_v1
+    stable: str        # gpu_utilization
+    version: int
+    path: Path
+    select: str        # rendered SELECT text
+    columns: tuple[str, ...]
+    column_docs: dict[str, str]
+    depends_on: frozenset[str]
+
+
+def discover(sql_dir: Path = SQL_DIR) -> list[View]:
+    views = [load_view(p) for p in sorted(sql_dir.rglob("*.sql"))]
+    return order_views(views)
+
+
+def load_view(path: Path) -> View:
+    import jinja2
+    import sqlglot
+    from sqlglot import exp
+
+    match = _FILE_RE.match(path.name)
+    if not match:
+        raise ViewError(f"{path}: file name must be <name>_v<N>.sql")
+    text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
+        path.read_text()).render()
+    try:
+        tree = sqlglot.parse_one(text, read="duckdb")
+    except sqlglot.errors.ParseError as exc:
+        raise ViewError(f"{path}: does not parse: {exc}") from None
+    if not isinstance(tree, exp.Query):
+        raise ViewError(f"{path}: must be a single SELECT (no DDL or DML)")
+    columns = tuple(_projection_names(path, tree))
+    return View(f"{match['name']}_v{match['version']}", match["name"], int(match["version"]),
+                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)))
+
+
+def _projection_names(path: Path, tree: object) -> list[str]:
+    from sqlglot import exp
+
+    assert isinstance(tree, exp.Query)
+    names = []
+    for projection in tree.selects:
+        if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column)
+                                                and isinstance(projection.this, exp.Star)):
+            raise ViewError(f"{path}: SELECT * in the final projection; name the columns")
+        names.append(projection.alias_or_name)
+    return names
+
+
+def _dependencies(tree: object) -> set[str]:
+    from sqlglot import exp
+
+    assert isinstance(tree, exp.Expression)
+    ctes = {cte.alias for cte in tree.find_all(exp.CTE)}
+    return {t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes
+            and not isinstance(t.this, exp.Anonymous)}
+
+
+def _column_docs(text: str) -> dict[str, str]:
+    """Column docs: the `-- name: description` lines after the last line of SQL."""
+    lines = text.rstrip().splitlines()
+    docs: dict[str, str] = {}
+    for line in reversed(lines):
+        stripped = line.strip()
+        if not stripped.startswith("--"):
+            break
+        if m := _COLUMN_DOC_RE.match(stripped):
+            docs[m["col"]] = m["doc"]
+    return docs
+
+
+def lint(views: list[View]) -> list[str]:
+    """Problems, one line each naming the file; empty when all views are documented."""
+    problems = []
+    for view in views:
+        head = view.select.lstrip().splitlines()[0] if view.select.strip() else ""
+        if not head.startswith("--"):
+            problems.append(f"{view.path}: no leading comment stating what the view is "
+                            "and its grain")
+        for column in view.columns:
+            if column not in view.column_docs:
+                problems.append(f"{view.path}: column {column} is not documented in the "
+                                "trailing comment")
+        for column in view.column_docs:
+            if column not in view.columns:
+                problems.append(f"{view.path}: documents {column}, which the view does not return")
+    return problems
+
+
+def order_views(views: list[View]) -> list[View]:
+    """Topological order by parsed dependencies; unknown tables and cycles fail."""
+    by_name = {v.name: v for v in views}
+    stable = _stable_names(views)
+    known = set(TABLES) | set(by_name) | set(stable)
+    ordered: list[View] = []
+    state: dict[str, str] = {}
+
+    def visit(view: View, chain: tuple[str, ...]) -> None:
+        if state.get(view.name) == "done":
+            return
+        if state.get(view.name) == "visiting":
+            raise ViewError(f"{view.path}: dependency cycle {' -> '.join(chain + (view.name,))}")
+        state[view.name] = "visiting"
+        for dep in sorted(view.depends_on):
+            if dep not in known:
+                raise ViewError(f"{view.path}: reads unknown table or view {dep!r}")
+            target = by_name.get(dep) or by_name.get(stable.get(dep, ""))
+            if target is not None:
+                visit(target, chain + (view.name,))
+        state[view.name] = "done"
+        ordered.append(view)
+
+    for view in views:
+        visit(view, ())
+    return ordered
+
+
+def _stable_names(views: list[View]) -> dict[str, str]:
+    latest: dict[str, View] = {}
+    for v in views:
+        if v.stable not in latest or v.version > latest[v.stable].version:
+            latest[v.stable] = v
+    return {stable: v.name for stable, v in latest.items()}
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def table_view_sql(warehouse: Warehouse, table: str) -> str:
+    columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
+    if table == "runs":
+        return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
+                f"read_parquet({_sql_string(str(warehouse.manifest))})")
+    glob = _sql_string(str(warehouse.data / "*" / f"{table}.parquet"))
+    return (f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
+            f"read_parquet({glob}, union_by_name = true) "
+            f"WHERE run_id IN (SELECT run_id FROM runs)")
+
+
+def all_statements(warehouse: Warehouse) -> list[str]:
+    views = discover()
+    problems = lint(views)
+    if problems:
+        raise ViewError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1
+                                       else ""))
+    statements = [table_view_sql(warehouse, t) for t in TABLES]
+    stable = _stable_names(views)
+    for view in views:
+        statements.append(f"CREATE OR REPLACE VIEW {view.name} AS\n{view.select}")
+        if stable[view.stable] == view.name:
+            statements.append(f"CREATE OR REPLACE VIEW {view.stable} AS SELECT "
+                              + ", ".join(f'"{c}"' for c in view.columns) + f" FROM {view.name}")
+    return statements
+
+
+def fingerprint(statements: list[str]) -> str:
+    return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
+
+
+def connect(warehouse: Warehouse, read_only: bool = True) -> object:
+    """A DuckDB connection on the warehouse with the views current."""
+    import duckdb
+
+    ensure_views(warehouse)
+    return duckdb.connect(str(warehouse.database), read_only=read_only)
+
+
+def ensure_views(warehouse: Warehouse) -> bool:
+    """Create or refresh the views when their text changed; False if the file is locked."""
+    import duckdb
+
+    statements = all_statements(warehouse)
+    stamp = warehouse.root / "views.sha256"
+    wanted = fingerprint(statements)
+    if warehouse.database.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return True
+    try:
+        con = duckdb.connect(str(warehouse.database))
+    except duckdb.IOException:
+        return False  # a reader holds the file; data stays visible through existing views
+    try:
+        con.execute("BEGIN")
+        for statement in statements:
+            con.execute(statement)
+        con.execute("COMMIT")
+    finally:
+        con.close()
+    stamp.write_text(wanted)
+    return True

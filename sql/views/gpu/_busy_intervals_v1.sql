@@ -1,0 +1,50 @@
+-- _busy_intervals: private helper. GPU activity intervals merged into disjoint busy spans.
+-- Grain: one row per run, source, device, scope and maximal busy span.
+-- scope 'kernel' merges kind = kernel only (the paper's GPU utilization); scope 'activity'
+-- also merges memcpy and memset (Table I's "all the GPU events"). Activities without a
+-- device, a start or a non-negative duration cannot be placed and are left out (they are
+-- flagged in anomalies at ingest).
+WITH intervals AS (
+    SELECT run_id, source_id, device_id, 'kernel' AS scope, ts_ns AS start_ns,
+           ts_ns + dur_ns AS end_ns
+    FROM kernels
+    WHERE kind = 'kernel' AND device_id IS NOT NULL AND ts_ns IS NOT NULL AND dur_ns >= 0
+    UNION ALL
+    SELECT run_id, source_id, device_id, 'activity' AS scope, ts_ns AS start_ns,
+           ts_ns + dur_ns AS end_ns
+    FROM kernels
+    WHERE kind IN ('kernel', 'memcpy', 'memset') AND device_id IS NOT NULL
+      AND ts_ns IS NOT NULL AND dur_ns >= 0
+),
+flagged AS (
+    SELECT *,
+           CASE WHEN start_ns <= max(end_ns) OVER (
+                    PARTITION BY run_id, source_id, device_id, scope
+                    ORDER BY start_ns, end_ns
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                THEN 0 ELSE 1 END AS opens_span
+    FROM intervals
+),
+numbered AS (
+    SELECT *,
+           sum(opens_span) OVER (
+               PARTITION BY run_id, source_id, device_id, scope
+               ORDER BY start_ns, end_ns
+               ROWS UNBOUNDED PRECEDING) AS span_no
+    FROM flagged
+)
+SELECT
+    run_id,
+    source_id,
+    device_id,
+    scope,
+    min(start_ns) AS start_ns,
+    max(end_ns) AS end_ns
+FROM numbered
+GROUP BY run_id, source_id, device_id, scope, span_no
+-- run_id: run; joins runs.run_id
+-- source_id: input file within the run
+-- device_id: GPU index as the trace numbers it
+-- scope: kernel (kernels only) or activity (kernels, memcpy and memset)
+-- start_ns: start of the busy span, ns since the trace's epoch
+-- end_ns: end of the busy span, ns since the trace's epoch
