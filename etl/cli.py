@@ -170,3 +170,7 @@ def lint_sql() -> None:
     if problems:
         sys.exit(1)
     click.echo("all views documented")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,16 +7,16 @@ runs of the command still land.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.kineto import NotATrace, field_map, read_trace
-from etl.runfolder import (RunFolder, read_run_toml, relative, run_id_for, scan,
-                           sha256_file)
+from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
 from etl.warehouse import RUN_TABLES, Warehouse
 
 
@@ -45,10 +45,20 @@ def ingest_folder(folder: Path, warehouse: Warehouse, debug: bool = False) -> Ru
     except EtlError as exc:
         if debug:
             raise
+        if isinstance(exc, InputError):
+            exc.path = _display_path(folder, exc.path)
         message = exc.line() if isinstance(exc, InputError) else str(exc)
         result = RunResult(folder.name, "refused", error=message)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _display_path(folder: Path, path: str) -> str:
+    """`run_name/relative/path` for files inside the run folder, else the path as given."""
+    try:
+        return f"{folder.name}/{Path(path).relative_to(folder)}"
+    except ValueError:
+        return path
 
 
 def _ingest(folder: Path, warehouse: Warehouse) -> RunResult:
@@ -104,9 +114,6 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any]) -> tuple[list[Source]
         except NotATrace as exc:
             run.skipped.append((rel, str(exc)))
             continue
-        except InputError as exc:
-            exc.path = f"{run.name}/{rel}"
-            raise
         built = build(trace, len(sources), dims.get("gpu"))
         sources.append(Source(len(sources), path, rel, built.rank, trace.event_count,
                               built.gpu_names))
@@ -137,7 +144,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
                                     "precision", "batch_size")},
         "gpu": gpu, "gpu_source": gpu_source, "tags": list(dims.get("tags", [])),
         "run_toml": toml_text, "truncated": False, "extractor_version": extractor_version(),
-        "ingested_at": datetime.now(timezone.utc),
+        "ingested_at": datetime.now(UTC),
         "event_count": sum(s.events for s in sources),
         "anomaly_count": tables["anomalies"].num_rows,
     }

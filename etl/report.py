@@ -4,10 +4,11 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from etl.ingest import RunResult
 
@@ -25,10 +26,12 @@ def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
 
         def advance(result: RunResult) -> None:
             bar.update(task, advance=1, description=result.run_name)
+            # one line each, never wrapped: users grep these and tests count them
             for line in result.warnings:
-                console.print(f"warning: {line}", markup=False, highlight=False)
+                console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
             if result.error:
-                console.print(f"error: {result.error}", markup=False, highlight=False)
+                console.print(f"error: {result.error}", markup=False, highlight=False,
+                              soft_wrap=True)
 
         yield advance
 

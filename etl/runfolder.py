@@ -75,7 +75,7 @@ def scan(path: Path) -> RunFolder:
         if file.name == RUN_TOML and file.parent == path:
             run.run_toml = file
         elif file.stat().st_size == 0 and _claims_trace(file):
-            raise InputError(_display(path, file), "file is empty", None,
+            raise InputError(file, "file is empty", None,
                              "re-export the trace from the profiler, or remove the file")
         elif _claims_trace(file) or looks_like_trace(read_head(file)):
             run.traces.append(file)
@@ -113,10 +113,6 @@ def _classify_entry(entry: Path, files: list[Path], stack: list[Path]) -> None:
     except OSError as exc:  # ELOOP on a self-referencing symlink
         raise InputError(str(entry), f"cannot follow ({exc.strerror})", None,
                          "remove the broken or looping symlink") from None
-
-
-def _display(run_path: Path, file: Path) -> str:
-    return f"{run_path.name}/{file.relative_to(run_path)}"
 
 
 def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:

@@ -256,7 +256,9 @@ def _launch_rows(host: pa.Table) -> np.ndarray:
 
 
 def _take_names(names: pa.Array, rows: np.ndarray) -> pa.Array:
-    taken = names.take(pa.array(np.maximum(rows, 0))) if len(names) else pa.nulls(len(rows), pa.string())
+    if len(names) == 0:
+        return pa.nulls(len(rows), pa.string())
+    taken = names.take(pa.array(np.maximum(rows, 0)))
     return pc.if_else(pa.array(rows == link.NONE), pa.scalar(None, pa.string()), taken)
 
 
@@ -275,7 +277,8 @@ def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Tab
     if len(rows):
         ids = np.asarray(host["event_id"].combine_chunks())[rows]
         return pa.table({"iteration": pa.array(number, pa.int64()),
-                         "start_ns": pa.array(start, pa.int64()), "end_ns": pa.array(end, pa.int64()),
+                         "start_ns": pa.array(start, pa.int64()),
+                         "end_ns": pa.array(end, pa.int64()),
                          "boundary": pa.array(["ProfilerStep"] * len(rows), pa.string()),
                          "event_id": pa.array(ids, pa.int64())})
     return _whole_trace_iteration(base)
@@ -291,8 +294,9 @@ def _whole_trace_iteration(base: pa.Table) -> pa.Table:
     ok = pc.and_(ok, pc.greater_equal(base["dur_ns"], 0))
     spans = base.filter(ok)
     if spans.num_rows == 0:
-        return pa.table({"iteration": pa.array([], pa.int64()), "start_ns": pa.array([], pa.int64()),
-                         "end_ns": pa.array([], pa.int64()), "boundary": pa.array([], pa.string()),
+        return pa.table({"iteration": pa.array([], pa.int64()),
+                         "start_ns": pa.array([], pa.int64()), "end_ns": pa.array([], pa.int64()),
+                         "boundary": pa.array([], pa.string()),
                          "event_id": pa.array([], pa.int64())})
     ends = pc.add(spans["ts_ns"], spans["dur_ns"])
     return pa.table({"iteration": pa.nulls(1, pa.int64()),

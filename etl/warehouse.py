@@ -22,10 +22,11 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from etl.errors import WarehouseError
 from etl.schema import TABLES, conform, table_schema

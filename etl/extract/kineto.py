@@ -43,10 +43,11 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
         # cpu_ops carry grid "grid(100,)"), so one odd field never forces the slow path
         kind = (list[int] | str) if column in DIM_COLUMNS else (int | str)
         for n, key in enumerate(keys):
-            arg_fields.append((f"{column}__{n}", kind | None, msgspec.field(default=None, name=key)))
+            spec = msgspec.field(default=None, name=key)
+            arg_fields.append((f"{column}__{n}", kind | None, spec))
     args = msgspec.defstruct("Args", arg_fields)
     raw = msgspec.Raw
-    event = msgspec.defstruct("Event", [
+    event: Any = msgspec.defstruct("Event", [
         ("ph", str | None, None), ("cat", str | None, None), ("name", str | None, None),
         ("pid", int | str | None, None), ("tid", int | str | None, None),
         ("ts", raw, msgspec.field(default_factory=lambda: raw(b""))),
@@ -225,7 +226,7 @@ def _lenient_event(cols: SourceColumns, i: int, ev: Any,
                    ev.get("pid"), ev.get("tid"))
     cols.ts_text.append(_number_text(ev.get("ts")))
     cols.dur_text.append(_number_text(ev.get("dur")))
-    args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+    args: dict[str, Any] = ev["args"] if isinstance(ev.get("args"), dict) else {}
     for column, keys in field_map()["args"].items():
         value = next((args[k] for k in keys if args.get(k) is not None), None)
         cols.args[column].append(value)
@@ -280,7 +281,8 @@ def convert_times(trace: KinetoTrace) -> tuple[Any, Any]:
         converted = us_texts_to_ns(texts)
         ids = trace.columns.event_id
         for row, problem in converted.problems:
-            trace.anomalies.append((f"bad_{column}", ids[row], f"{column} {problem}; stored as NULL"))
+            trace.anomalies.append((f"bad_{column}", ids[row],
+                                    f"{column} {problem}; stored as NULL"))
         for row in converted.rounded:
             trace.anomalies.append((f"sub_ns_{column}", ids[row],
                                     f"{column} has more precision than 1 ns; rounded to ns"))

@@ -55,7 +55,7 @@ def _gunzip(path: Path, cap: int) -> bytes:
         while chunk := fh.read(1 << 22):
             try:
                 out += inflater.decompress(chunk)
-            except isal_zlib.error as exc:
+            except isal_zlib.error as exc:  # type: ignore[misc]
                 raise InputError(path, f"corrupt gzip data ({exc})", f"byte {consumed}",
                                  "re-copy the file from where the profiler wrote it") from None
             consumed += len(chunk)

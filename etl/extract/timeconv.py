@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import decimal
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc

@@ -12,10 +12,11 @@ import gzip
 import json
 import re
 import statistics
+from collections.abc import Iterable
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
 LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
@@ -64,7 +65,7 @@ def args(e: dict[str, Any]) -> dict[str, Any]:
     return a if isinstance(a, dict) else {}
 
 
-def rank_of(trace: dict[str, Any]) -> Optional[int]:
+def rank_of(trace: dict[str, Any]) -> int | None:
     info = trace.get("distributedInfo")
     return info.get("rank") if isinstance(info, dict) else None
 
@@ -72,7 +73,7 @@ def rank_of(trace: dict[str, Any]) -> Optional[int]:
 # ---------------------------------------------------------------- iterations
 
 
-def iterations(events: list[dict[str, Any]]) -> list[tuple[Optional[int], int, int]]:
+def iterations(events: list[dict[str, Any]]) -> list[tuple[int | None, int, int]]:
     """(N, hs, he) ordered by hs; one synthetic iteration if there is no ProfilerStep."""
     steps = []
     for e in events:
@@ -90,7 +91,7 @@ def iterations(events: list[dict[str, Any]]) -> list[tuple[Optional[int], int, i
     return [(None, min(s for s, _ in spans), max(t for _, t in spans))]
 
 
-def step_of(launch_ts: int, iters: list[tuple[Optional[int], int, int]]) -> Optional[int]:
+def step_of(launch_ts: int, iters: list[tuple[int | None, int, int]]) -> int | None:
     """Index of the containing iteration with the latest hs (later in order wins ties)."""
     found = None
     for i, (_, hs, he) in enumerate(iters):  # few iterations: a linear scan is fine
@@ -136,11 +137,11 @@ def clipped_sums(intervals: Iterable[Interval], windows: list[Interval]) -> list
 
 
 def device_windows(
-    iters: list[tuple[Optional[int], int, int]], kernels_by_iter: list[list[Interval]]
+    iters: list[tuple[int | None, int, int]], kernels_by_iter: list[list[Interval]]
 ) -> list[Interval]:
     """Raw window = step span stretched to its kernels; then start >= every earlier raw end."""
     windows: list[Interval] = []
-    prev_end: Optional[int] = None
+    prev_end: int | None = None
     for (_, hs, he), ks in zip(iters, kernels_by_iter):
         raw_s = min([hs] + [s for s, _ in ks])
         raw_e = max([he] + [e for _, e in ks])
@@ -187,9 +188,9 @@ def gpu_utilization(path: str | Path) -> list[dict[str, Any]]:
 
 
 def device_rows(
-    rank: Optional[int],
+    rank: int | None,
     dev: Any,
-    iters: list[tuple[Optional[int], int, int]],
+    iters: list[tuple[int | None, int, int]],
     k_iter: list[list[Interval]],
     kerns: list[Interval],
     mems: list[Interval],

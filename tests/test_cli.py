@@ -1,0 +1,173 @@
+"""The command line as users run it: ingest, query, runs, demo, errors, the DuckDB shell."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, cli, kernel, launch, query_json, step, write_trace
+
+
+def tiny_events(shift: int = 0, busy: int = 40_000) -> list[dict]:
+    return [step(1, shift, 100_000), launch(1, shift + 1_000), kernel(1, shift + 10_000, busy)]
+
+
+def test_demo_ingest_and_query(tmp_path: Path) -> None:
+    assert cli("demo", str(tmp_path / "demo")).returncode == 0
+    result = cli("ingest", str(tmp_path / "demo"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    assert "3 ingested" in result.stdout
+    assert "train.log: skipped" in result.stderr and "config.json: skipped" in result.stderr
+    rows = query_json(tmp_path / "wh", "SELECT run_name, rank, gpu_util FROM run_summary "
+                      "ORDER BY run_name, rank")
+    assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_ddp",
+                                             "resnet_amp_eager", "resnet_fp32_eager"]
+    assert all(0 < r["gpu_util"] <= 1 for r in rows)
+    listing = cli("runs", "--warehouse", str(tmp_path / "wh"))
+    assert "resnet_amp_ddp" in listing.stdout and listing.returncode == 0
+
+
+def test_query_formats(tmp_path: Path, runs_dir: Path) -> None:
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    csv_out = cli("query", "SELECT iteration, busy_ns FROM gpu_utilization", "--warehouse",
+                  str(tmp_path / "wh"), "--format", "csv")
+    assert csv_out.stdout.splitlines() == ["iteration,busy_ns", "1,40000"]
+    table = cli("query", "SELECT 1 AS x", "--warehouse", str(tmp_path / "wh"))
+    assert "(1 rows)" in table.stdout
+    bad = cli("query", "SELECT nope FROM kernels", "--warehouse", str(tmp_path / "wh"))
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("error: query failed")
+
+
+def test_reingest_is_noop_and_change_replaces(tmp_path: Path, runs_dir: Path) -> None:
+    wh = str(tmp_path / "wh")
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    write_trace(runs_dir / "b" / "t.json", tiny_events())
+    cli("ingest", str(runs_dir), "--warehouse", wh)
+    again = cli("ingest", str(runs_dir), "--warehouse", wh)
+    assert "2 unchanged" in again.stdout
+    write_trace(runs_dir / "a" / "t.json", tiny_events(busy=20_000))
+    changed = cli("ingest", str(runs_dir / "a"), "--warehouse", wh)
+    assert "1 ingested" in changed.stdout
+    rows = query_json(tmp_path / "wh", "SELECT run_name, busy_ns FROM gpu_utilization "
+                      "ORDER BY run_name")
+    assert rows == [{"run_name": "a", "busy_ns": 20_000}, {"run_name": "b", "busy_ns": 40_000}]
+    counts = query_json(tmp_path / "wh", "SELECT count(*) AS n FROM kernels")
+    assert counts == [{"n": 2}]
+
+
+@pytest.mark.parametrize("name,content,fragment", [
+    ("truncated.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel"', "truncated"),
+    ("garbage.pt.trace.json", b"\x00\x01garbage\xff", "not valid JSON"),
+    ("empty.json", b"", "file is empty"),
+    ("cut.json.gz", gzip.compress(b'{"traceEvents": []}' * 50)[:40], "gzip stream is truncated"),
+])
+def test_unreadable_trace_refuses_only_its_run(tmp_path: Path, runs_dir: Path, name: str,
+                                               content: bytes, fragment: str) -> None:
+    write_trace(runs_dir / "good" / "t.json", tiny_events())
+    write_trace(runs_dir / "bad" / "ok.json", tiny_events())
+    (runs_dir / "bad" / name).write_bytes(content)
+    result = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"bad/{name}" in errors[0] and fragment in errors[0]
+    assert "Traceback" not in result.stderr
+    assert query_json(tmp_path / "wh", "SELECT run_name FROM runs") == [{"run_name": "good"}]
+    assert query_json(tmp_path / "wh", "SELECT DISTINCT r.run_name FROM kernels "
+                      "JOIN runs r USING (run_id)") == [{"run_name": "good"}]
+
+
+def test_folder_without_profiler_output_is_refused(tmp_path: Path, runs_dir: Path) -> None:
+    (runs_dir / "nothing").mkdir()
+    (runs_dir / "nothing" / "config.json").write_text('{"lr": 0.1}')
+    (runs_dir / "nothing" / "run.toml").write_text('model = "x"\n')
+    result = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1 and "no profiler output" in result.stderr
+
+
+def test_debug_shows_traceback(tmp_path: Path, runs_dir: Path) -> None:
+    (runs_dir / "bad").mkdir()
+    (runs_dir / "bad" / "t.json").write_text("{")
+    result = cli("--debug", "ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_bad_run_toml_is_refused(tmp_path: Path, runs_dir: Path) -> None:
+    write_trace(runs_dir / "r" / "t.json", tiny_events())
+    (runs_dir / "r" / "run.toml").write_text('batch_size = "large"\n')
+    result = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1
+    assert "r/run.toml" in result.stderr and "batch_size" in result.stderr
+
+
+def test_duplicate_run_names_are_an_error(tmp_path: Path) -> None:
+    for parent in ("x", "y"):
+        write_trace(tmp_path / parent / "same" / "t.json", tiny_events())
+    result = cli("ingest", str(tmp_path / "x"), str(tmp_path / "y"),
+                 "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1 and "two run folders named 'same'" in result.stderr
+
+
+def test_hostile_run_name_is_data(tmp_path: Path, runs_dir: Path) -> None:
+    name = "x'; DROP VIEW gpu_utilization; --"
+    write_trace(runs_dir / name / "t.json", tiny_events())
+    (runs_dir / name / "run.toml").write_text('model = "a\\"; DROP TABLE runs; --"\n')
+    assert cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh")).returncode == 0
+    rows = query_json(tmp_path / "wh", "SELECT r.run_name, r.model, g.gpu_util FROM runs r "
+                      "JOIN gpu_utilization g USING (run_id)")
+    assert rows == [{"run_name": name, "model": 'a"; DROP TABLE runs; --', "gpu_util": 0.4}]
+    assert {p.name for p in (tmp_path / "wh").iterdir()} <= {
+        "data", "catalog", "staging", "warehouse.duckdb", "views.sha256", ".publish.lock",
+        "warehouse.duckdb.wal"}
+
+
+def test_duckdb_shell_sees_views_from_any_directory(tmp_path: Path, runs_dir: Path) -> None:
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    shell = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "duckdb"
+    if not shell.exists():
+        shell = ROOT / ".venv" / "bin" / "duckdb"
+    out = subprocess.run([str(shell), "-readonly", "-csv", str(tmp_path / "wh" /
+                          "warehouse.duckdb"), "-c", "SELECT iteration, gpu_util FROM "
+                          "gpu_utilization"], capture_output=True, text=True, cwd="/",
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["iteration,gpu_util", "1,0.4"]
+
+
+def test_shell_open_while_ingesting_sees_new_runs(tmp_path: Path, runs_dir: Path) -> None:
+    import duckdb
+
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    wh = tmp_path / "wh"
+    cli("ingest", str(runs_dir), "--warehouse", str(wh))
+    reader = duckdb.connect(str(wh / "warehouse.duckdb"), read_only=True)
+    write_trace(runs_dir / "b" / "t.json", tiny_events(busy=10_000))
+    result = cli("ingest", str(runs_dir / "b"), "--warehouse", str(wh))
+    assert result.returncode == 0, result.stderr
+    rows = reader.execute("SELECT run_name, busy_ns FROM gpu_utilization ORDER BY 1").fetchall()
+    assert rows == [("a", 40_000), ("b", 10_000)]
+
+
+def test_every_command_has_an_example() -> None:
+    from click.testing import CliRunner
+
+    from etl.cli import main
+
+    for name in main.commands:
+        help_text = CliRunner().invoke(main, [name, "--help"]).output
+        assert "Example:" in help_text and f"etl {name.split('-')[0]}" in help_text, name
+
+
+def test_json_output_is_an_array_of_objects(tmp_path: Path, runs_dir: Path) -> None:
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    out = cli("query", "SELECT run_name, sources FROM runs", "--warehouse",
+              str(tmp_path / "wh"), "--format", "json")
+    [row] = json.loads(out.stdout)
+    assert row["run_name"] == "a" and row["sources"][0]["path"] == "t.json"
