@@ -65,8 +65,9 @@ def test_reingest_is_noop_and_change_replaces(tmp_path: Path, runs_dir: Path) ->
     ("truncated.json", b'{"traceEvents": [{"ph": "X", "cat": "kernel"', "truncated"),
     ("garbage.pt.trace.json", b"\x00\x01garbage\xff", "not valid JSON"),
     ("empty.json", b"", "file is empty"),
-    ("cut.json.gz", gzip.compress(b'{"traceEvents": []}' * 50)[:40], "gzip stream is truncated"),
-])
+    ("cut.json.gz", gzip.compress(b'{"traceEvents": []}' * 50, mtime=0)[:40],
+     "gzip stream is truncated"),
+], ids=["truncated-json", "garbage", "empty", "truncated-gzip"])
 def test_unreadable_trace_refuses_only_its_run(tmp_path: Path, runs_dir: Path, name: str,
                                                content: bytes, fragment: str) -> None:
     write_trace(runs_dir / "good" / "t.json", tiny_events())
