@@ -172,3 +172,16 @@ def test_json_output_is_an_array_of_objects(tmp_path: Path, runs_dir: Path) -> N
               str(tmp_path / "wh"), "--format", "json")
     [row] = json.loads(out.stdout)
     assert row["run_name"] == "a" and row["sources"][0]["path"] == "t.json"
+
+
+def test_concatenated_gzip_members_are_all_read(tmp_path: Path, runs_dir: Path) -> None:
+    text = (runs_dir.parent / "t.json")
+    write_trace(text, tiny_events())
+    data = text.read_bytes()
+    half = len(data) // 2
+    (runs_dir / "a").mkdir()
+    (runs_dir / "a" / "t.json.gz").write_bytes(gzip.compress(data[:half], mtime=0)
+                                               + gzip.compress(data[half:], mtime=0))
+    assert cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh")).returncode == 0
+    assert query_json(tmp_path / "wh", "SELECT busy_ns FROM gpu_utilization") == [
+        {"busy_ns": 40_000}]

@@ -131,7 +131,7 @@ def _decode_error(path: Path, data: bytes, exc: Exception) -> InputError:
     at_end = match is not None and int(match.group(1)) >= len(data.rstrip()) - 1
     if at_end or "truncated" in message.lower():
         return InputError(path, "JSON ends early (truncated trace)", place,
-                          "re-run the profiler, or use --salvage to keep the complete events")
+                          "the writer was probably killed; re-copy or re-record the trace")
     return InputError(path, f"not valid JSON ({message})", place,
                       "check that the file is a PyTorch profiler trace")
 

@@ -46,6 +46,7 @@ def read_all(path: Path, max_bytes: int | None = None) -> bytes:
 
 
 def _gunzip(path: Path, cap: int) -> bytes:
+    """Inflate every gzip member (concatenated .gz files are valid gzip), within `cap`."""
     from isal import isal_zlib
 
     out = bytearray()
@@ -53,18 +54,22 @@ def _gunzip(path: Path, cap: int) -> bytes:
     consumed = 0
     with open(path, "rb") as fh:
         while chunk := fh.read(1 << 22):
-            try:
-                out += inflater.decompress(chunk)
-            except isal_zlib.error as exc:  # type: ignore[misc]
-                raise InputError(path, f"corrupt gzip data ({exc})", f"byte {consumed}",
-                                 "re-copy the file from where the profiler wrote it") from None
-            consumed += len(chunk)
+            while chunk:
+                try:
+                    out += inflater.decompress(chunk)
+                except isal_zlib.error as exc:  # type: ignore[misc]
+                    raise InputError(path, f"corrupt gzip data ({exc})", f"byte {consumed}",
+                                     "re-copy the file from where the profiler wrote it") from None
+                chunk = inflater.unused_data if inflater.eof else b""
+                if chunk:
+                    inflater = isal_zlib.decompressobj(wbits=31)
+            consumed = fh.tell()
             if len(out) > cap:
                 raise InputError(path, f"gzip inflates beyond {cap} bytes (a gzip bomb?)",
                                  f"byte {consumed}", "raise ETL_MAX_INFLATE_RATIO if the file "
                                  "is a genuine trace") from None
     if not inflater.eof:
         raise InputError(path, "gzip stream is truncated", f"byte {consumed}",
-                         "the profiler was probably killed while writing; re-run it or "
-                         "use --salvage to keep the complete events") from None
+                         "the profiler was probably killed while writing; re-copy or "
+                         "re-record the trace") from None
     return bytes(out)
