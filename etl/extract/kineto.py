@@ -137,32 +137,37 @@ def _decode_error(path: Path, data: bytes, exc: Exception) -> InputError:
 
 
 def _from_typed(path: Path, doc: Any) -> KinetoTrace:
+    """Columns by comprehension over the typed events (no per-event function calls)."""
     events = doc if isinstance(doc, list) else doc.traceEvents
-    cols = SourceColumns()
+    kept_ids = [i for i, ev in enumerate(events) if ev.ph in _KEPT_PHASES]
+    kept = [events[i] for i in kept_ids]
+    cols = SourceColumns(
+        event_id=kept_ids, ph=[ev.ph for ev in kept], cat=[ev.cat for ev in kept],
+        name=[ev.name for ev in kept],
+        pid=[None if ev.pid is None else str(ev.pid) for ev in kept],
+        tid=[None if ev.tid is None else str(ev.tid) for ev in kept],
+        ts_text=[ev.ts for ev in kept], dur_text=[ev.dur for ev in kept])
     anomalies: list[tuple[str, int | None, str]] = []
-    aliases = field_map()["args"]
-    arg_values: dict[str, list[Any]] = {c: [] for c in aliases}
-    for i, ev in enumerate(events):
-        if ev.ph not in ("X", "i", "I"):
-            continue
-        _append_common(cols, i, ev.ph, ev.cat, ev.name, ev.pid, ev.tid)
-        cols.ts_text.append(ev.ts)
-        cols.dur_text.append(ev.dur)
-        a = ev.args
-        for column, keys in aliases.items():
-            arg_values[column].append(None if a is None else _first_alias(a, column, len(keys)))
-    cols.args = {c: _normalise_arg(c, v, cols.event_id, anomalies) for c, v in arg_values.items()}
+    args = [ev.args for ev in kept]
+    cols.args = {column: _normalise_arg(column, _arg_column(args, column, len(keys)),
+                                        kept_ids, anomalies)
+                 for column, keys in field_map()["args"].items()}
     header = (None, None, None) if isinstance(doc, list) else (
         doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
     return _finish(path, cols, len(events), header, anomalies)
 
 
-def _first_alias(args: Any, column: str, count: int) -> Any:
-    for n in range(count):
-        value = getattr(args, f"{column}__{n}")
-        if value is not None:
-            return value
-    return None
+_KEPT_PHASES = frozenset(("X", "i", "I"))
+
+
+def _arg_column(args: list[Any], column: str, aliases: int) -> list[Any]:
+    """One argument column; with several spellings the first present one wins."""
+    values = [None if a is None else getattr(a, f"{column}__0") for a in args]
+    for n in range(1, aliases):
+        attr = f"{column}__{n}"
+        values = [v if v is not None or a is None else getattr(a, attr)
+                  for v, a in zip(values, args)]
+    return values
 
 
 def _append_common(cols: SourceColumns, i: int, ph: Any, cat: Any, name: Any, pid: Any,
@@ -220,7 +225,7 @@ def _lenient_event(cols: SourceColumns, i: int, ev: Any,
     if not isinstance(ev, dict):
         anomalies.append(("malformed_event", i, f"event is a {type(ev).__name__}, not an object"))
         return
-    if ev.get("ph") not in ("X", "i", "I"):
+    if ev.get("ph") not in _KEPT_PHASES:
         return
     _append_common(cols, i, ev.get("ph"), _text(ev.get("cat")), _text(ev.get("name")),
                    ev.get("pid"), ev.get("tid"))
