@@ -66,10 +66,10 @@ def _ingest(folder: Path, warehouse: Warehouse) -> RunResult:
     run = scan(folder)
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
     inputs = _hash_inputs(run)
-    run_id = run_id_for(run.name, inputs)
+    run_id = run_id_for(run.name, list(inputs.items()))
     if _unchanged(warehouse, run.name, run_id):
         return RunResult(run.name, "unchanged", run_id)
-    sources, tables = _extract_sources(run, dims)
+    sources, tables = _extract_sources(run, dims, inputs)
     if not sources:
         raise RunError(f"{run.name}: no profiler output in the run folder "
                        f"({len(run.skipped)} file(s) skipped); nothing ingested")
@@ -80,9 +80,10 @@ def _ingest(folder: Path, warehouse: Warehouse) -> RunResult:
     return _result(run, run_id, sources, tables)
 
 
-def _hash_inputs(run: RunFolder) -> list[tuple[str, str]]:
+def _hash_inputs(run: RunFolder) -> dict[str, str]:
+    """sha256 of every input file by relative path (read once; reused for `runs.sources`)."""
     files = list(run.traces) + ([run.run_toml] if run.run_toml else [])
-    return [(relative(run, f), sha256_file(f)) for f in files]
+    return {relative(run, f): sha256_file(f) for f in files}
 
 
 def _unchanged(warehouse: Warehouse, name: str, run_id: str) -> bool:
@@ -99,18 +100,20 @@ class Source:
     rank: int | None
     events: int
     gpu_names: list[str]
+    sha256: str
 
 
-def _extract_sources(run: RunFolder, dims: dict[str, Any]) -> tuple[list[Source], dict[str, Any]]:
+def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str]
+                     ) -> tuple[list[Source], dict[str, Any]]:
     # The decoder creates millions of acyclic objects; the cyclic GC would only rescan them.
     gc.disable()
     try:
-        return _extract_sources_gc_off(run, dims)
+        return _extract_sources_gc_off(run, dims, hashes)
     finally:
         gc.enable()
 
 
-def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any]
+def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str]
                             ) -> tuple[list[Source], dict[str, Any]]:
     import pyarrow as pa
 
@@ -127,7 +130,7 @@ def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any]
             continue
         built = build(trace, len(sources), dims.get("gpu"))
         sources.append(Source(len(sources), path, rel, built.rank, trace.event_count,
-                              built.gpu_names))
+                              built.gpu_names, hashes[rel]))
         for table in RUN_TABLES:
             parts[table].append(getattr(built, table))
     tables = {t: pa.concat_tables(p) if p else None for t, p in parts.items()}
@@ -164,7 +167,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
 
 def _source_entry(source: Source) -> dict[str, Any]:
     return {"source_id": source.source_id, "path": source.rel, "format": "kineto_json",
-            "bytes": source.path.stat().st_size, "sha256": sha256_file(source.path),
+            "bytes": source.path.stat().st_size, "sha256": source.sha256,
             "rank": source.rank, "events": source.events, "truncated": False}
 
 

@@ -189,14 +189,6 @@ def fingerprint(statements: list[str]) -> str:
     return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
 
 
-def connect(warehouse: Warehouse, read_only: bool = True) -> object:
-    """A DuckDB connection on the warehouse with the views current."""
-    import duckdb
-
-    ensure_views(warehouse)
-    return duckdb.connect(str(warehouse.database), read_only=read_only)
-
-
 def ensure_views(warehouse: Warehouse) -> bool:
     """Create or refresh the views when their text changed; False if the file is locked."""
     import duckdb

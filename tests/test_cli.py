@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -172,6 +173,9 @@ def test_json_output_is_an_array_of_objects(tmp_path: Path, runs_dir: Path) -> N
               str(tmp_path / "wh"), "--format", "json")
     [row] = json.loads(out.stdout)
     assert row["run_name"] == "a" and row["sources"][0]["path"] == "t.json"
+    data = (runs_dir / "a" / "t.json").read_bytes()
+    assert row["sources"][0]["sha256"] == hashlib.sha256(data).hexdigest()
+    assert row["sources"][0]["bytes"] == len(data)
 
 
 def test_concatenated_gzip_members_are_all_read(tmp_path: Path, runs_dir: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from etl.errors import InputError
-from etl.extract.rawio import read_all, read_head
+from etl.extract.rawio import read_all
 from etl.extract.timeconv import us_texts_to_ns
 
 FIELDS_FILE = Path(__file__).with_name("kineto_fields.toml")
@@ -294,6 +294,3 @@ def convert_times(trace: KinetoTrace) -> tuple[Any, Any]:
         out.append(converted.ns)
     return out[0], out[1]
 
-
-def sniff_file(path: Path) -> bool:
-    return looks_like_trace(read_head(path))
