@@ -49,8 +49,14 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.argument("paths", nargs=-1, required=True,
                 type=click.Path(exists=True, file_okay=False, path_type=Path))
 @warehouse_option
+@click.option("--salvage", is_flag=True,
+              help="Keep the complete events of truncated traces (the run is marked "
+                   "truncated) instead of refusing the run.")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=lambda: min(2, os.cpu_count()
+              or 1), show_default="min(2, CPUs)", help="Run folders extracted in parallel.")
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path) -> None:
+def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
+           jobs: int) -> None:
     """Ingest run folders (or folders of run folders) into the warehouse.
 
     \b
@@ -60,7 +66,7 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path) -> 
     no-op when its files are unchanged.
     """
     from etl import report
-    from etl.ingest import ingest_all
+    from etl.ingest import Options, ingest_all
     from etl.runfolder import find_run_folders
     from etl.views import ensure_views
     from etl.warehouse import Warehouse
@@ -68,7 +74,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path) -> 
     warehouse = Warehouse.at(warehouse_dir)
     folders = find_run_folders(list(paths))
     with report.progress(len(folders)) as advance:
-        results = ingest_all(folders, warehouse, ctx.obj["debug"], on_done=advance)
+        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs)
+        results = ingest_all(folders, warehouse, options, on_done=advance)
     if not ensure_views(warehouse):
         click.echo(f"warning: {warehouse.database} is open in another process; views were "
                    "not refreshed (new runs are visible anyway). Run `etl views` later.",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,20 +38,36 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def ingest_folder(folder: Path, warehouse: Warehouse, debug: bool = False) -> RunResult:
-    """Ingest one run folder; input problems become a refused result, never an exception."""
+@dataclass(frozen=True)
+class Options:
+    debug: bool = False     # let exceptions through (tracebacks) instead of one-line errors
+    salvage: bool = False   # keep the complete events of truncated traces
+    jobs: int = 1           # run folders extracted in parallel processes
+
+
+@dataclass
+class Prepared:
+    """A run extracted and staged by a worker, waiting for the (single) publisher."""
+
+    result: RunResult
+    staged: Path | None = None
+    runs_row: Any = None
+
+
+def prepare_folder(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
+    """Extract and stage one run folder; input problems become a refused result."""
     started = time.perf_counter()
     try:
-        result = _ingest(folder, warehouse)
+        prepared = _prepare(folder, warehouse, options)
     except EtlError as exc:
-        if debug:
+        if options.debug:
             raise
         if isinstance(exc, InputError):
             exc.path = _display_path(folder, exc.path)
         message = exc.line() if isinstance(exc, InputError) else str(exc)
-        result = RunResult(folder.name, "refused", error=message)
-    result.seconds = time.perf_counter() - started
-    return result
+        prepared = Prepared(RunResult(folder.name, "refused", error=message))
+    prepared.result.seconds = time.perf_counter() - started
+    return prepared
 
 
 def _display_path(folder: Path, path: str) -> str:
@@ -62,22 +78,21 @@ def _display_path(folder: Path, path: str) -> str:
         return path
 
 
-def _ingest(folder: Path, warehouse: Warehouse) -> RunResult:
+def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     run = scan(folder)
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
     inputs = _hash_inputs(run)
     run_id = run_id_for(run.name, list(inputs.items()))
     if _unchanged(warehouse, run.name, run_id):
-        return RunResult(run.name, "unchanged", run_id)
-    sources, tables = _extract_sources(run, dims, inputs)
+        return Prepared(RunResult(run.name, "unchanged", run_id))
+    sources, tables = _extract_sources(run, dims, inputs, options.salvage)
     if not sources:
         raise RunError(f"{run.name}: no profiler output in the run folder "
                        f"({len(run.skipped)} file(s) skipped); nothing ingested")
     tables = {name: _tag(table, run_id) for name, table in tables.items()}
     row = _runs_row(run, run_id, dims, toml_text, sources, tables)
     staged = warehouse.stage(run_id, tables)
-    warehouse.publish(staged, run_id, row)
-    return _result(run, run_id, sources, tables)
+    return Prepared(_result(run, run_id, sources, tables), staged, row)
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
@@ -101,20 +116,21 @@ class Source:
     events: int
     gpu_names: list[str]
     sha256: str
+    truncated: bool
 
 
-def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str]
-                     ) -> tuple[list[Source], dict[str, Any]]:
+def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str],
+                     salvage: bool) -> tuple[list[Source], dict[str, Any]]:
     # The decoder creates millions of acyclic objects; the cyclic GC would only rescan them.
     gc.disable()
     try:
-        return _extract_sources_gc_off(run, dims, hashes)
+        return _extract_sources_gc_off(run, dims, hashes, salvage)
     finally:
         gc.enable()
 
 
-def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str]
-                            ) -> tuple[list[Source], dict[str, Any]]:
+def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str],
+                            salvage: bool) -> tuple[list[Source], dict[str, Any]]:
     import pyarrow as pa
 
     from etl.trace_tables import build
@@ -124,13 +140,16 @@ def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[s
     for path in run.traces:
         rel = relative(run, path)
         try:
-            trace = read_trace(path)
+            trace = read_trace(path, salvage=salvage)
         except NotATrace as exc:
             run.skipped.append((rel, str(exc)))
             continue
+        if trace.truncated:
+            trace.anomalies.append(("truncated_input", None, "the file ends early; the "
+                                    "complete events before the cut were kept (--salvage)"))
         built = build(trace, len(sources), dims.get("gpu"))
         sources.append(Source(len(sources), path, rel, built.rank, trace.event_count,
-                              built.gpu_names, hashes[rel]))
+                              built.gpu_names, hashes[rel], trace.truncated))
         for table in RUN_TABLES:
             parts[table].append(getattr(built, table))
     tables = {t: pa.concat_tables(p) if p else None for t, p in parts.items()}
@@ -157,7 +176,8 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
                                     "precision", "batch_size")},
         "gpu": gpu, "gpu_source": gpu_source, "tags": list(dims.get("tags", [])),
-        "run_toml": toml_text, "truncated": False, "extractor_version": extractor_version(),
+        "run_toml": toml_text, "truncated": any(s.truncated for s in sources),
+        "extractor_version": extractor_version(),
         "ingested_at": datetime.now(UTC),
         "event_count": sum(s.events for s in sources),
         "anomaly_count": tables["anomalies"].num_rows,
@@ -168,7 +188,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
 def _source_entry(source: Source) -> dict[str, Any]:
     return {"source_id": source.source_id, "path": source.rel, "format": "kineto_json",
             "bytes": source.path.stat().st_size, "sha256": source.sha256,
-            "rank": source.rank, "events": source.events, "truncated": False}
+            "rank": source.rank, "events": source.events, "truncated": source.truncated}
 
 
 def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str | None]:
@@ -193,13 +213,32 @@ def _result(run: RunFolder, run_id: str, sources: list[Source],
     return result
 
 
-def ingest_all(folders: list[Path], warehouse: Warehouse, debug: bool = False,
+def ingest_all(folders: list[Path], warehouse: Warehouse, options: Options = Options(),
                on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """Extract runs in `options.jobs` processes; publish them one at a time, here."""
     warehouse.init()
-    results = []
-    for folder in folders:
-        result = ingest_folder(folder, warehouse, debug)
-        results.append(result)
+    results: list[RunResult] = []
+    for prepared in _prepared(folders, warehouse, options):
+        if prepared.staged is not None and prepared.result.run_id is not None:
+            warehouse.publish(prepared.staged, prepared.result.run_id, prepared.runs_row)
+        results.append(prepared.result)
         if on_done:
-            on_done(result)
+            on_done(prepared.result)
     return results
+
+
+def _prepared(folders: list[Path], warehouse: Warehouse, options: Options
+              ) -> Iterator[Prepared]:
+    jobs = max(1, min(options.jobs, len(folders)))
+    if jobs == 1:
+        for folder in folders:
+            yield prepare_folder(folder, warehouse, options)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    context = multiprocessing.get_context("spawn")  # no inherited locks or open handles
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        futures = [pool.submit(prepare_folder, f, warehouse, options) for f in folders]
+        for future in as_completed(futures):
+            yield future.result()

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl import link
-from etl.extract.kineto import KinetoTrace, convert_times, field_map
+from etl.extract.kineto import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
 
@@ -32,12 +32,11 @@ class SourceTables:
 
 def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> SourceTables:
     rank = _rank(trace)
-    ts, dur = convert_times(trace)
-    cols = trace.columns
-    table_of, kind_of = _category_maps(cols.cat, cols.ph, trace.anomalies, cols.event_id)
+    base = trace.events
+    table_of, kind_of = _category_maps(base["category"].to_pylist(), base["ph"].to_pylist(),
+                                       trace.anomalies, base["event_id"].to_pylist())
     is_host = np.array([t == "host" for t in table_of], dtype=bool)
     is_gpu = np.array([t == "gpu" for t in table_of], dtype=bool)
-    base = _base_table(trace, ts, dur)
     _flag_times(base, trace.anomalies)
     host = base.filter(pa.array(is_host))
     gpu = base.filter(pa.array(is_gpu)).append_column(
@@ -86,38 +85,6 @@ def _category_maps(cats: list[str | None], phs: list[str | None], anomalies: lis
             anomalies.append(("unknown_category", ids[i],
                               f"category {cat!r} is not in the field map; kept as a host event"))
     return tables, kinds
-
-
-def _base_table(trace: KinetoTrace, ts: pa.Array, dur: pa.Array) -> pa.Table:
-    cols = trace.columns
-    a = cols.args
-    grid = _dims(a["grid"])
-    block = _dims(a["block"])
-    return pa.table({
-        "event_id": pa.array(cols.event_id, pa.int64()),
-        "ph": pa.array(cols.ph, pa.string()),
-        "category": pa.array(cols.cat, pa.string()),
-        "name": pa.array(cols.name, pa.string()),
-        "ts_ns": ts, "dur_ns": dur,
-        "pid": pa.array(cols.pid, pa.string()), "tid": pa.array(cols.tid, pa.string()),
-        "correlation_id": pa.array(a["correlation"], pa.int64()),
-        "external_id": pa.array(a["external_id"], pa.int64()),
-        "device_id": pa.array(a["device"], pa.int64()),
-        "stream_id": pa.array(a["stream"], pa.int64()),
-        "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
-        "block_x": block[0], "block_y": block[1], "block_z": block[2],
-        "registers_per_thread": pa.array(a["registers_per_thread"], pa.int64()),
-        "shared_memory_bytes": pa.array(a["shared_memory_bytes"], pa.int64()),
-        "bytes": pa.array(a["bytes"], pa.int64()),
-    })
-
-
-def _dims(values: list[Any]) -> list[pa.Array]:
-    out = []
-    for axis in range(3):
-        out.append(pa.array([v[axis] if v is not None and len(v) == 3 else None
-                             for v in values], pa.int64()))
-    return out
 
 
 def _flag_times(base: pa.Table, anomalies: list[Anomaly]) -> None:

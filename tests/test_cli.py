@@ -189,3 +189,32 @@ def test_concatenated_gzip_members_are_all_read(tmp_path: Path, runs_dir: Path) 
     assert cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh")).returncode == 0
     assert query_json(tmp_path / "wh", "SELECT busy_ns FROM gpu_utilization") == [
         {"busy_ns": 40_000}]
+
+
+def test_salvage_keeps_complete_events_of_a_truncated_trace(tmp_path: Path,
+                                                            runs_dir: Path) -> None:
+    events = tiny_events() + [launch(2, 50_000), kernel(2, 60_000, 1_000)] * 1
+    write_trace(tmp_path / "whole.json", events)
+    data = (tmp_path / "whole.json").read_bytes()
+    (runs_dir / "cut").mkdir()
+    (runs_dir / "cut" / "t.json").write_bytes(data[: data.rindex(b'{"ph"') + 20])
+    refused = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert refused.returncode == 1 and "--salvage" in refused.stderr
+    kept = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"), "--salvage")
+    assert kept.returncode == 0, kept.stderr
+    rows = query_json(tmp_path / "wh", "SELECT truncated, len(sources) AS n, "
+                      "(SELECT count(*) FROM kernels) AS kernels, (SELECT list(kind) FROM "
+                      "anomalies) AS kinds FROM runs")
+    # the last kernel was cut off: 4 complete events remain, one of them a kernel
+    assert rows == [{"truncated": True, "n": 1, "kernels": 1, "kinds": ["truncated_input"]}]
+
+
+def test_parallel_jobs_give_the_same_warehouse(tmp_path: Path, runs_dir: Path) -> None:
+    for i in range(4):
+        write_trace(runs_dir / f"r{i}" / "t.json", tiny_events(busy=10_000 * (i + 1)))
+    serial = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "a"), "--jobs", "1")
+    parallel = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "b"), "--jobs", "2")
+    assert serial.returncode == parallel.returncode == 0
+    sql = "SELECT run_name, run_id, busy_ns FROM gpu_utilization ORDER BY run_name"
+    assert query_json(tmp_path / "a", sql) == query_json(tmp_path / "b", sql)
+    assert len(query_json(tmp_path / "b", sql)) == 4

@@ -1,9 +1,13 @@
-"""PyTorch profiler (Kineto) Chrome-trace JSON → Arrow columns of one source.
+"""PyTorch profiler (Kineto) Chrome-trace JSON → an Arrow table of its events.
 
-Decoding uses msgspec typed structs generated from `kineto_fields.toml`, so only the needed
-fields are materialised and `ts`/`dur` stay raw text for exact nanoseconds. A trace whose
-fields have unexpected types falls back to a lenient, per-event path that records every
-oddity as an anomaly instead of failing or guessing.
+The file is streamed: decompressed in blocks, its `traceEvents` array cut into slices of
+~16 MiB (jsonslice.py), each slice decoded with msgspec typed structs generated from
+`kineto_fields.toml` and turned into Arrow columns at once, so memory follows the slice,
+not the file. Only the needed fields are materialised; `ts`/`dur` stay raw text until they
+are converted in bulk to exact integer nanoseconds. A slice whose fields have unexpected
+types is decoded again leniently, event by event, and every oddity is recorded as an
+anomaly instead of failing or guessing. Layouts the slicer does not recognise are decoded
+whole (same code after decoding).
 """
 from __future__ import annotations
 
@@ -17,9 +21,15 @@ from typing import Any
 
 import msgspec
 
+import pyarrow as pa
+
 from etl.errors import InputError
-from etl.extract.rawio import read_all
+from etl.extract.jsonslice import ArraySlicer, NotStreamable, Truncated
+from etl.extract.rawio import BlockReader, read_all
 from etl.extract.timeconv import us_texts_to_ns
+
+SLICE_BYTES = 16 << 20
+Anomaly = tuple[str, int | None, str]
 
 FIELDS_FILE = Path(__file__).with_name("kineto_fields.toml")
 ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_thread",
@@ -34,8 +44,8 @@ def field_map() -> dict[str, Any]:
 
 
 @cache
-def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
-    """(typed trace decoder, lenient any decoder keeping floats exact)."""
+def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.json.Decoder]:
+    """(typed document decoder, lenient decoder keeping floats exact, typed slice decoder)."""
     aliases = field_map()["args"]
     arg_fields: list[tuple[str, Any, Any]] = []
     for column, keys in aliases.items():
@@ -58,7 +68,7 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
         ("distributedInfo", Any, None), ("displayTimeUnit", Any, None)])
     typed = msgspec.json.Decoder(header | list[event])
     lenient = msgspec.json.Decoder(float_hook=decimal.Decimal)
-    return typed, lenient
+    return typed, lenient, msgspec.json.Decoder(list[event])
 
 
 class NotATrace(Exception):
@@ -83,12 +93,13 @@ class SourceColumns:
 @dataclass
 class KinetoTrace:
     path: Path
-    columns: SourceColumns
-    event_count: int
+    events: pa.Table          # kept events (complete and instant), see _batch()
+    event_count: int          # all events of traceEvents, metadata and flows included
     device_properties: list[dict[str, Any]]
     distributed_info: dict[str, Any] | None
     display_time_unit: str | None
-    anomalies: list[tuple[str, int | None, str]]
+    anomalies: list[Anomaly]
+    truncated: bool = False   # salvaged: the file ended early, complete events kept
 
 
 def looks_like_trace(head: bytes) -> bool:
@@ -99,19 +110,91 @@ def looks_like_trace(head: bytes) -> bool:
     return text.startswith(b"[") and b'"ph"' in text[:4096]
 
 
-def read_trace(path: Path, data: bytes | None = None) -> KinetoTrace:
-    if data is None:
-        data = read_all(path)
+def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
+               ) -> KinetoTrace:
+    """Stream one trace file; unreadable input raises InputError, non-traces NotATrace.
+
+    With `salvage`, a file that ends early keeps its complete events (truncated = True).
+    """
+    reader = BlockReader(path, salvage)
+    state = _SliceState()
+    header: bytes | None = None
+    try:
+        for piece in ArraySlicer(iter(reader), b"traceEvents", state.decode, slice_bytes):
+            if piece.kind == "header":
+                header = piece.value  # type: ignore[assignment]
+    except NotStreamable:
+        return _read_whole(path, read_all(path))
+    except Truncated as cut:
+        if not salvage:
+            raise _truncated(path, cut.offset) from None
+        state.truncated = True
+    except msgspec.DecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc})", None,
+                         "check that the file is a PyTorch profiler trace") from None
+    return state.finish(path, _header_fields(header), reader.truncated)
+
+
+def _truncated(path: Path, offset: int) -> InputError:
+    return InputError(path, "JSON ends early (truncated trace)",
+                      f"after byte {offset} (last complete slice)",
+                      "the writer was probably killed; re-copy or re-record the trace, or "
+                      "ingest with --salvage to keep the complete events")
+
+
+@dataclass
+class _SliceState:
+    """Accumulates decoded slices; event ids continue across slices."""
+
+    batches: list[pa.Table] = field(default_factory=list)
+    anomalies: list[Anomaly] = field(default_factory=list)
+    count: int = 0
+    truncated: bool = False
+
+    def decode(self, text: bytes, offset: int) -> int:
+        _, lenient, typed = _decoders()
+        try:
+            events = typed.decode(text)
+            cols = _typed_columns(events, self.count)
+        except msgspec.ValidationError:
+            events = lenient.decode(text)
+            cols = _lenient_columns(events, self.count, self.anomalies)
+        self.count += len(events)
+        self.batches.append(_batch(cols, self.anomalies))
+        return len(events)
+
+    def finish(self, path: Path, header: tuple[Any, Any, Any], gzip_cut: bool) -> KinetoTrace:
+        events = pa.concat_tables(self.batches) if self.batches else _batch(
+            SourceColumns(args={c: [] for c in field_map()["args"]}), [])
+        trace = _finish(path, events, self.count, header, self.anomalies)
+        trace.truncated = self.truncated or gzip_cut
+        return trace
+
+
+def _header_fields(header: bytes | None) -> tuple[Any, Any, Any]:
+    if not header:
+        return (None, None, None)
+    doc = msgspec.json.decode(header)
+    return (doc.get("deviceProperties"), doc.get("distributedInfo"), doc.get("displayTimeUnit"))
+
+
+def _read_whole(path: Path, data: bytes) -> KinetoTrace:
+    """The whole document at once: for layouts the slicer does not handle."""
     if not data.strip():
         raise InputError(path, "file is empty", None, "re-export the trace from the profiler")
-    typed, lenient = _decoders()
+    typed, lenient, _ = _decoders()
     try:
         doc = typed.decode(data)
     except msgspec.ValidationError:
         return _read_lenient(path, _decode_any(path, data, lenient))
     except msgspec.DecodeError as exc:
         raise _decode_error(path, data, exc) from None
-    return _from_typed(path, doc)
+    events = doc if isinstance(doc, list) else doc.traceEvents
+    header = (None, None, None) if isinstance(doc, list) else (
+        doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
+    anomalies: list[Anomaly] = []
+    table = _batch(_typed_columns(events, 0), anomalies)
+    return _finish(path, table, len(events), header, anomalies)
 
 
 def _decode_any(path: Path, data: bytes, decoder: msgspec.json.Decoder) -> Any:
@@ -131,30 +214,26 @@ def _decode_error(path: Path, data: bytes, exc: Exception) -> InputError:
     at_end = match is not None and int(match.group(1)) >= len(data.rstrip()) - 1
     if at_end or "truncated" in message.lower():
         return InputError(path, "JSON ends early (truncated trace)", place,
-                          "the writer was probably killed; re-copy or re-record the trace")
+                          "the writer was probably killed; re-copy or re-record the trace, or "
+                          "ingest with --salvage to keep the complete events")
     return InputError(path, f"not valid JSON ({message})", place,
                       "check that the file is a PyTorch profiler trace")
 
 
-def _from_typed(path: Path, doc: Any) -> KinetoTrace:
-    """Columns by comprehension over the typed events (no per-event function calls)."""
-    events = doc if isinstance(doc, list) else doc.traceEvents
-    kept_ids = [i for i, ev in enumerate(events) if ev.ph in _KEPT_PHASES]
-    kept = [events[i] for i in kept_ids]
+def _typed_columns(events: list[Any], first_id: int) -> SourceColumns:
+    """Columns by comprehension over typed events (no per-event function calls)."""
+    kept = [ev for ev in events if ev.ph in _KEPT_PHASES]
+    kept_ids = [first_id + i for i, ev in enumerate(events) if ev.ph in _KEPT_PHASES]
     cols = SourceColumns(
         event_id=kept_ids, ph=[ev.ph for ev in kept], cat=[ev.cat for ev in kept],
         name=[ev.name for ev in kept],
         pid=[None if ev.pid is None else str(ev.pid) for ev in kept],
         tid=[None if ev.tid is None else str(ev.tid) for ev in kept],
         ts_text=[ev.ts for ev in kept], dur_text=[ev.dur for ev in kept])
-    anomalies: list[tuple[str, int | None, str]] = []
     args = [ev.args for ev in kept]
-    cols.args = {column: _normalise_arg(column, _arg_column(args, column, len(keys)),
-                                        kept_ids, anomalies)
+    cols.args = {column: _arg_column(args, column, len(keys))
                  for column, keys in field_map()["args"].items()}
-    header = (None, None, None) if isinstance(doc, list) else (
-        doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
-    return _finish(path, cols, len(events), header, anomalies)
+    return cols
 
 
 _KEPT_PHASES = frozenset(("X", "i", "I"))
@@ -180,8 +259,8 @@ def _append_common(cols: SourceColumns, i: int, ph: Any, cat: Any, name: Any, pi
     cols.tid.append(None if tid is None else str(tid))
 
 
-def _finish(path: Path, cols: SourceColumns, count: int, header: tuple[Any, Any, Any],
-            anomalies: list[tuple[str, int | None, str]]) -> KinetoTrace:
+def _finish(path: Path, events: pa.Table, count: int, header: tuple[Any, Any, Any],
+            anomalies: list[Anomaly]) -> KinetoTrace:
     props, dist, unit = header
     props_list = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     dist_info = dist if isinstance(dist, dict) else None
@@ -190,34 +269,41 @@ def _finish(path: Path, cols: SourceColumns, count: int, header: tuple[Any, Any,
         anomalies.append(("unknown_display_time_unit", None,
                           f"displayTimeUnit {unit!r} is not one of {known}; ts/dur read as µs "
                           "(the Chrome trace format's unit whatever the display unit)"))
-    return KinetoTrace(path, cols, count, props_list, dist_info,
+    return KinetoTrace(path, events, count, props_list, dist_info,
                        unit if isinstance(unit, str) else None, anomalies)
 
 
 # ---- lenient path: any JSON shape, every oddity recorded ------------------------------
 
 def _read_lenient(path: Path, doc: Any) -> KinetoTrace:
-    if isinstance(doc, dict):
-        events = doc.get("traceEvents")
-        header = (doc.get("deviceProperties"), doc.get("distributedInfo"),
-                  doc.get("displayTimeUnit"))
-    else:
-        events, header = doc, (None, None, None)
+    events = _events_of(path, doc)
+    header = (doc.get("deviceProperties"), doc.get("distributedInfo"),
+              doc.get("displayTimeUnit")) if isinstance(doc, dict) else (None, None, None)
+    anomalies: list[Anomaly] = []
+    table = _batch(_lenient_columns(events, 0, anomalies), anomalies)
+    return _finish(path, table, len(events), header, anomalies)
+
+
+def _events_of(path: Path, doc: Any) -> list[Any]:
     if not isinstance(doc, (dict, list)):
         raise NotATrace("JSON that is not an object or an array: not a profiler trace")
     if isinstance(doc, dict) and "traceEvents" not in doc:
         raise NotATrace("JSON without traceEvents: not a profiler trace")
     if isinstance(doc, list) and not any(isinstance(e, dict) and "ph" in e for e in doc):
         raise NotATrace("JSON array without trace events")
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise InputError(path, "traceEvents is not a list", None,
                          "check that the file is a PyTorch profiler trace")
+    return events
+
+
+def _lenient_columns(events: list[Any], first_id: int, anomalies: list[Anomaly]
+                     ) -> SourceColumns:
     cols = SourceColumns(args={c: [] for c in field_map()["args"]})
-    anomalies: list[tuple[str, int | None, str]] = []
     for i, ev in enumerate(events):
-        _lenient_event(cols, i, ev, anomalies)
-    cols.args = {c: _normalise_arg(c, v, cols.event_id, anomalies) for c, v in cols.args.items()}
-    return _finish(path, cols, len(events), header, anomalies)
+        _lenient_event(cols, first_id + i, ev, anomalies)
+    return cols
 
 
 def _lenient_event(cols: SourceColumns, i: int, ev: Any,
@@ -279,18 +365,40 @@ def _coerce_arg(column: str, value: Any, event_id: int,
 _INT_TEXT = re.compile(r"^-?(0x[0-9a-fA-F]+|[1-9][0-9]*|0)$")
 
 
-def convert_times(trace: KinetoTrace) -> tuple[Any, Any]:
-    """(ts_ns, dur_ns) Int64Arrays; problems become anomalies on the trace."""
-    out = []
-    for column, texts in (("ts", trace.columns.ts_text), ("dur", trace.columns.dur_text)):
-        converted = us_texts_to_ns(texts)
-        ids = trace.columns.event_id
-        for row, problem in converted.problems:
-            trace.anomalies.append((f"bad_{column}", ids[row],
-                                    f"{column} {problem}; stored as NULL"))
-        for row in converted.rounded:
-            trace.anomalies.append((f"sub_ns_{column}", ids[row],
-                                    f"{column} has more precision than 1 ns; rounded to ns"))
-        out.append(converted.ns)
-    return out[0], out[1]
+def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
+    """One slice's columns as Arrow, with exact ns times and normalised arguments."""
+    ids = cols.event_id
+    args = {c: _normalise_arg(c, v, ids, anomalies) for c, v in cols.args.items()}
+    grid, block = _dims(args["grid"]), _dims(args["block"])
+    return pa.table({
+        "event_id": pa.array(ids, pa.int64()), "ph": pa.array(cols.ph, pa.string()),
+        "category": pa.array(cols.cat, pa.string()), "name": pa.array(cols.name, pa.string()),
+        "ts_ns": _times("ts", cols.ts_text, ids, anomalies),
+        "dur_ns": _times("dur", cols.dur_text, ids, anomalies),
+        "pid": pa.array(cols.pid, pa.string()), "tid": pa.array(cols.tid, pa.string()),
+        "correlation_id": pa.array(args["correlation"], pa.int64()),
+        "external_id": pa.array(args["external_id"], pa.int64()),
+        "device_id": pa.array(args["device"], pa.int64()),
+        "stream_id": pa.array(args["stream"], pa.int64()),
+        "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
+        "block_x": block[0], "block_y": block[1], "block_z": block[2],
+        "registers_per_thread": pa.array(args["registers_per_thread"], pa.int64()),
+        "shared_memory_bytes": pa.array(args["shared_memory_bytes"], pa.int64()),
+        "bytes": pa.array(args["bytes"], pa.int64()),
+    })
 
+
+def _dims(values: list[Any]) -> list[pa.Array]:
+    return [pa.array([v[axis] if v is not None and len(v) == 3 else None for v in values],
+                     pa.int64()) for axis in range(3)]
+
+
+def _times(column: str, texts: list[bytes], ids: list[int], anomalies: list[Anomaly]
+           ) -> pa.Array:
+    converted = us_texts_to_ns(texts)
+    for row, problem in converted.problems:
+        anomalies.append((f"bad_{column}", ids[row], f"{column} {problem}; stored as NULL"))
+    for row in converted.rounded:
+        anomalies.append((f"sub_ns_{column}", ids[row],
+                          f"{column} has more precision than 1 ns; rounded to ns"))
+    return converted.ns

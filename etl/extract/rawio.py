@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
+from typing import BinaryIO
+from collections.abc import Iterator
 
 from etl.errors import InputError
 
@@ -37,39 +39,66 @@ def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
         return b""
 
 
-def read_all(path: Path, max_bytes: int | None = None) -> bytes:
-    """The whole decompressed content of `path`; gzip errors and bombs become InputError."""
-    if not is_gzip(path):
-        return path.read_bytes()
-    cap = inflate_cap(path) if max_bytes is None else max_bytes
-    return _gunzip(path, cap)
+BLOCK_BYTES = 4 << 20
 
 
-def _gunzip(path: Path, cap: int) -> bytes:
-    """Inflate every gzip member (concatenated .gz files are valid gzip), within `cap`."""
-    from isal import isal_zlib
+class BlockReader:
+    """Decompressed blocks of a file (plain or gzip, multi-member), never the whole file.
 
-    out = bytearray()
-    inflater = isal_zlib.decompressobj(wbits=31)
-    consumed = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
+    A gzip stream that ends early raises InputError, or with `salvage` just ends, with
+    `truncated` set, so the complete events before the cut can be kept.
+    """
+
+    def __init__(self, path: Path, salvage: bool = False) -> None:
+        self.path = path
+        self.salvage = salvage
+        self.truncated = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as fh:
+            if fh.read(2) != GZIP_MAGIC:
+                fh.seek(0)
+                while block := fh.read(BLOCK_BYTES):
+                    yield block
+                return
+            fh.seek(0)
+            yield from self._inflate(fh)
+
+    def _inflate(self, fh: BinaryIO) -> Iterator[bytes]:
+        from isal import isal_zlib
+
+        cap, produced = inflate_cap(self.path), 0
+        inflater = isal_zlib.decompressobj(wbits=31)
+        while chunk := fh.read(BLOCK_BYTES):
             while chunk:
                 try:
-                    out += inflater.decompress(chunk)
+                    out = inflater.decompress(chunk)
                 except isal_zlib.error as exc:  # type: ignore[misc]
-                    raise InputError(path, f"corrupt gzip data ({exc})", f"byte {consumed}",
+                    raise InputError(self.path, f"corrupt gzip data ({exc})",
+                                     f"compressed byte {fh.tell()}",
                                      "re-copy the file from where the profiler wrote it") from None
+                produced += len(out)
+                if produced > cap:
+                    raise InputError(self.path, f"gzip inflates beyond {cap} bytes (a gzip "
+                                     "bomb?)", f"compressed byte {fh.tell()}",
+                                     "raise ETL_MAX_INFLATE_RATIO if the file is a genuine "
+                                     "trace") from None
+                yield out
                 chunk = inflater.unused_data if inflater.eof else b""
                 if chunk:
                     inflater = isal_zlib.decompressobj(wbits=31)
-            consumed = fh.tell()
-            if len(out) > cap:
-                raise InputError(path, f"gzip inflates beyond {cap} bytes (a gzip bomb?)",
-                                 f"byte {consumed}", "raise ETL_MAX_INFLATE_RATIO if the file "
-                                 "is a genuine trace") from None
-    if not inflater.eof:
-        raise InputError(path, "gzip stream is truncated", f"byte {consumed}",
-                         "the profiler was probably killed while writing; re-copy or "
-                         "re-record the trace") from None
-    return bytes(out)
+        if not inflater.eof:
+            self._cut(fh.tell())
+
+    def _cut(self, offset: int) -> None:
+        if not self.salvage:
+            raise InputError(self.path, "gzip stream is truncated", f"compressed byte {offset}",
+                             "the profiler was probably killed while writing; re-copy or "
+                             "re-record the trace, or ingest with --salvage to keep the "
+                             "complete events")
+        self.truncated = True
+
+
+def read_all(path: Path) -> bytes:
+    """The whole decompressed content (for layouts that cannot be streamed)."""
+    return b"".join(BlockReader(path))

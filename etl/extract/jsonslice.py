@@ -1,0 +1,177 @@
+"""Stream a big JSON object's event array in slices, without holding the file in memory.
+
+A Kineto trace is one object whose `traceEvents` array holds millions of events. Decoding
+it whole costs several times the file size in memory; instead the array is cut into slices
+of about `target` bytes at event boundaries and each slice is decoded on its own.
+
+Cutting rule: a boundary candidate is `}` followed by `,` and `{` (whitespace allowed). A
+candidate inside a string can never produce a decodable slice, because the slice would end
+inside an unterminated string (JSON strings cannot hold a raw quote), so the first
+candidate, from the right, whose slice decodes is a true boundary. The same argument
+validates the array's start (the text before it plus `"traceEvents": []}` must decode) and
+its end (the text after it must close the object).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator
+
+import msgspec
+
+T = TypeVar("T")
+_SPLIT = re.compile(rb"\}\s*,\s*\{")
+_WINDOW = 1 << 20
+MAX_TRIES = 16
+
+
+class NotStreamable(Exception):
+    """The layout is not one the slicer handles; the caller decodes the whole document."""
+
+
+@dataclass
+class Truncated(Exception):
+    """The input ends before the array (or the object) is closed."""
+
+    offset: int  # bytes of the document consumed by complete slices
+
+
+@dataclass
+class Sliced(Generic[T]):
+    kind: str        # "items" (a decoded slice) or "header" (the object without the array)
+    value: T | bytes
+    offset: int      # byte offset of the slice in the document
+
+
+class ArraySlicer(Generic[T]):
+    def __init__(self, blocks: Iterator[bytes], key: bytes,
+                 decode: Callable[[bytes, int], T], target: int = 16 << 20) -> None:
+        self._blocks = blocks
+        self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
+        self._decode = decode
+        self._target = target
+        self._buf = bytearray()
+        self._base = 0  # document offset of _buf[0]
+        self._eof = False
+        self._prefix = b""
+
+    def _fill(self) -> bool:
+        block = next(self._blocks, None)
+        if block is None:
+            self._eof = True
+            return False
+        self._buf += block
+        return True
+
+    def __iter__(self) -> Iterator[Sliced[T]]:
+        start = self._find_array()
+        del self._buf[:start]
+        self._base += start
+        yield from self._items()
+
+    # --- the array's start ----------------------------------------------------------
+    def _find_array(self) -> int:
+        while not bytes(self._buf).lstrip() and self._fill():
+            pass
+        body = bytes(self._buf).lstrip()
+        if body.startswith(b"["):
+            return self._buf.index(b"[") + 1
+        if not body.startswith(b"{"):
+            raise NotStreamable("not a JSON object or array")
+        searched = 0
+        while True:
+            for match in self._key.finditer(self._buf, max(0, searched - 64)):
+                prefix = bytes(self._buf[:match.start()])
+                if _decodes(prefix + b'"traceEvents": []}'):
+                    self._prefix = prefix
+                    return match.end()
+            searched = len(self._buf)
+            if searched > 64 << 20 or not self._fill():
+                raise NotStreamable("no top-level traceEvents array near the start")
+
+    # --- the array's body -----------------------------------------------------------
+    def _items(self) -> Iterator[Sliced[T]]:
+        while True:
+            while len(self._buf) < self._target and not self._eof:
+                self._fill()
+            if self._eof:
+                yield from self._last()
+                return
+            cut = self._cut()
+            if cut is None:
+                if len(self._buf) > 8 * self._target:
+                    raise NotStreamable("no event boundary found in a large block")
+                self._target *= 2
+                continue
+            yield cut
+
+    def _cut(self) -> Sliced[T] | None:
+        for end in _candidates(self._buf):
+            try:
+                value = self._decode(b"[" + bytes(self._buf[:end + 1]) + b"]", self._base)
+            except msgspec.DecodeError:
+                continue
+            sliced = Sliced[T]("items", value, self._base)
+            rest = _SPLIT.match(self._buf, end)
+            assert rest is not None
+            consumed = rest.end() - 1  # keep the next event's `{`
+            del self._buf[:consumed]
+            self._base += consumed
+            return sliced
+        return None
+
+    def _last(self) -> Iterator[Sliced[T]]:
+        """At end of input: the last slice, then the object's remaining members.
+
+        The array's `]` is the rightmost one after which the object closes and before which
+        the events decode; a `]` of a later member (e.g. "INFO": [...]) fails the second test.
+        """
+        buf = bytes(self._buf)
+        position, decode_tries = len(buf), 0
+        while decode_tries < MAX_TRIES and (position := buf.rfind(b"]", 0, position)) >= 0:
+            tail = buf[position + 1:]
+            if not self._closes(tail):
+                continue
+            decode_tries += 1
+            items = buf[:position]
+            try:
+                if items.strip():
+                    value = self._decode(b"[" + items + b"]", self._base)
+                    yield Sliced[T]("items", value, self._base)
+            except msgspec.DecodeError:
+                continue
+            header = self._prefix + b'"traceEvents": []' + tail if self._prefix else b"{}"
+            yield Sliced[T]("header", header, self._base + position)
+            return
+        yield from self._salvage()
+
+    def _salvage(self) -> Iterator[Sliced[T]]:
+        """No closing found: hand out the complete events left, then report the cut."""
+        while (cut := self._cut()) is not None:
+            yield cut
+        raise Truncated(self._base)
+
+    def _closes(self, tail: bytes) -> bool:
+        if not self._prefix:
+            return not tail.strip()
+        return _decodes(b'{"traceEvents": []' + tail)
+
+
+def _decodes(text: bytes) -> bool:
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
+def _candidates(buf: bytearray) -> list[int]:
+    """Positions of `}` that may end an event, right to left, at most MAX_TRIES."""
+    window = _WINDOW
+    while True:
+        start = max(0, len(buf) - window)
+        found = [m.start() for m in _SPLIT.finditer(buf, start)]
+        if found or start == 0:
+            return found[::-1][:MAX_TRIES]
+        window *= 4
