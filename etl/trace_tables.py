@@ -17,6 +17,8 @@ from etl import link
 from etl.extract.kineto import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
+HOST_COLUMNS = ["event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
+                "correlation_id", "external_id"]
 
 
 @dataclass
@@ -32,16 +34,14 @@ class SourceTables:
 
 def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> SourceTables:
     rank = _rank(trace)
-    base = trace.events
-    table_of, kind_of = _category_maps(base["category"].to_pylist(), base["ph"].to_pylist(),
-                                       trace.anomalies, base["event_id"].to_pylist())
-    is_host = np.array([t == "host" for t in table_of], dtype=bool)
-    is_gpu = np.array([t == "gpu" for t in table_of], dtype=bool)
+    base = trace.events.combine_chunks()  # one chunk: filters below copy each column once
+    is_host, is_gpu, kinds = _classify(base, trace.anomalies)
     _flag_times(base, trace.anomalies)
-    host = base.filter(pa.array(is_host))
-    gpu = base.filter(pa.array(is_gpu)).append_column(
-        "kind", pa.array([k for k, g in zip(kind_of, is_gpu) if g], pa.string()))
-    kept = base.filter(pa.array(is_host | is_gpu))
+    # take() with indices is ~3x faster than filter() with a mask on string columns
+    host = base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host)))
+    gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
+        "kind", pa.array(kinds, pa.string()))
+    kept = base.select(["ph", "ts_ns", "dur_ns"]).take(pa.array(np.flatnonzero(is_host | is_gpu)))
     host_t, kern_t, iters = _link(host, gpu, trace.anomalies, kept)
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
@@ -61,30 +61,36 @@ def _rank(trace: KinetoTrace) -> int | None:
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
-def _category_maps(cats: list[str | None], phs: list[str | None], anomalies: list[Anomaly],
-                   ids: list[int]) -> tuple[list[str], list[str | None]]:
+def _classify(base: pa.Table, anomalies: list[Anomaly]) -> tuple[np.ndarray, np.ndarray, list]:
+    """(is_host, is_gpu, kind of each GPU row) from the category field map, vectorised.
+
+    Unknown categories are kept as host events and flagged; uncategorised instant events
+    follow the field map's [uncategorised] rule (the profiler's own markers).
+    """
     categories = field_map()["categories"]
-    instant_rule = field_map()["uncategorised"]["instant"]
-    tables: list[str] = []
-    kinds: list[str | None] = []
-    unknown: set[str | None] = set()
-    for cat, ph in zip(cats, phs):
-        entry = categories.get(cat) if cat is not None else None
-        if cat is None and ph != "X":
-            tables.append(instant_rule)
-            kinds.append(None)
-        elif entry is None:
-            unknown.add(cat)
-            tables.append("host")
-            kinds.append(None)
-        else:
-            tables.append(entry["table"])
-            kinds.append(entry.get("kind"))
-    for i, (cat, table) in enumerate(zip(cats, tables)):
-        if cat in unknown and table == "host":
-            anomalies.append(("unknown_category", ids[i],
-                              f"category {cat!r} is not in the field map; kept as a host event"))
-    return tables, kinds
+    known = list(categories)
+    position = np.asarray(pc.fill_null(pc.index_in(base["category"], value_set=pa.array(
+        known, pa.string())), len(known)).to_numpy(zero_copy_only=False))
+    tables = np.array([categories[c]["table"] for c in known] + ["host"], dtype=object)
+    kinds = np.array([categories[c].get("kind") for c in known] + [None], dtype=object)
+    table_of = tables[position]
+    uncategorised = np.asarray(base["category"].is_null().to_numpy(zero_copy_only=False))
+    instant = np.asarray(pc.not_equal(base["ph"], "X").to_numpy(zero_copy_only=False))
+    table_of[uncategorised & instant] = field_map()["uncategorised"]["instant"]
+    _flag_unknown(base, (position == len(known)) & (table_of == "host"), anomalies)
+    is_gpu = table_of == "gpu"
+    return table_of == "host", is_gpu, kinds[position][is_gpu].tolist()
+
+
+def _flag_unknown(base: pa.Table, unknown: np.ndarray, anomalies: list[Anomaly]) -> None:
+    rows = np.flatnonzero(unknown)
+    if len(rows) == 0:
+        return
+    cats = base["category"].take(pa.array(rows)).to_pylist()
+    ids = base["event_id"].take(pa.array(rows)).to_pylist()
+    for event_id, cat in zip(ids, cats):
+        anomalies.append(("unknown_category", event_id,
+                          f"category {cat!r} is not in the field map; kept as a host event"))
 
 
 def _flag_times(base: pa.Table, anomalies: list[Anomaly]) -> None:

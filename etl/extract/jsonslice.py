@@ -46,7 +46,7 @@ class Sliced(Generic[T]):
 
 class ArraySlicer(Generic[T]):
     def __init__(self, blocks: Iterator[bytes], key: bytes,
-                 decode: Callable[[bytes, int], T], target: int = 16 << 20) -> None:
+                 decode: Callable[[bytes | memoryview, int], T], target: int = 16 << 20) -> None:
         self._blocks = blocks
         self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
         self._decode = decode
@@ -65,9 +65,12 @@ class ArraySlicer(Generic[T]):
         return True
 
     def __iter__(self) -> Iterator[Sliced[T]]:
+        # Invariant from here on: _buf[0] is the byte before the next event (first `[`, then
+        # a `,` or whitespace); slices are decoded in place between _buf[0] and a `]` written
+        # over the byte after the slice's last `}` (no copies of the 16 MiB slice).
         start = self._find_array()
-        del self._buf[:start]
-        self._base += start
+        del self._buf[:start - 1]
+        self._base += start - 1
         yield from self._items()
 
     # --- the array's start ----------------------------------------------------------
@@ -107,16 +110,22 @@ class ArraySlicer(Generic[T]):
             yield cut
 
     def _cut(self) -> Sliced[T] | None:
-        for end in _candidates(self._buf):
+        buf = self._buf
+        buf[0] = ord("[")
+        for end in _candidates(buf):
+            saved, buf[end + 1] = buf[end + 1], ord("]")
             try:
-                value = self._decode(b"[" + bytes(self._buf[:end + 1]) + b"]", self._base)
+                with memoryview(buf) as view:
+                    value = self._decode(view[:end + 2], self._base + 1)
             except msgspec.DecodeError:
                 continue
-            sliced = Sliced[T]("items", value, self._base)
-            rest = _SPLIT.match(self._buf, end)
+            finally:
+                buf[end + 1] = saved
+            rest = _SPLIT.match(buf, end)
             assert rest is not None
-            consumed = rest.end() - 1  # keep the next event's `{`
-            del self._buf[:consumed]
+            consumed = rest.end() - 2  # keep one byte before the next event's `{`
+            sliced = Sliced[T]("items", value, self._base + 1)
+            del buf[:consumed]
             self._base += consumed
             return sliced
         return None
@@ -127,7 +136,8 @@ class ArraySlicer(Generic[T]):
         The array's `]` is the rightmost one after which the object closes and before which
         the events decode; a `]` of a later member (e.g. "INFO": [...]) fails the second test.
         """
-        buf = bytes(self._buf)
+        buf = bytes(self._buf[1:])
+        self._base += 1
         position, decode_tries = len(buf), 0
         while decode_tries < MAX_TRIES and (position := buf.rfind(b"]", 0, position)) >= 0:
             tail = buf[position + 1:]
@@ -148,6 +158,7 @@ class ArraySlicer(Generic[T]):
 
     def _salvage(self) -> Iterator[Sliced[T]]:
         """No closing found: hand out the complete events left, then report the cut."""
+        self._base -= 1  # _last stepped over _buf[0], which _cut still expects
         while (cut := self._cut()) is not None:
             yield cut
         raise Truncated(self._base)

@@ -12,6 +12,7 @@ whole (same code after decoding).
 from __future__ import annotations
 
 import decimal
+import operator
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -151,7 +152,7 @@ class _SliceState:
     count: int = 0
     truncated: bool = False
 
-    def decode(self, text: bytes, offset: int) -> int:
+    def decode(self, text: bytes | memoryview, offset: int) -> int:
         _, lenient, typed = _decoders()
         try:
             events = typed.decode(text)
@@ -230,23 +231,40 @@ def _typed_columns(events: list[Any], first_id: int) -> SourceColumns:
         pid=[None if ev.pid is None else str(ev.pid) for ev in kept],
         tid=[None if ev.tid is None else str(ev.tid) for ev in kept],
         ts_text=[ev.ts for ev in kept], dur_text=[ev.dur for ev in kept])
-    args = [ev.args for ev in kept]
-    cols.args = {column: _arg_column(args, column, len(keys))
-                 for column, keys in field_map()["args"].items()}
+    cols.args = _arg_columns([ev.args for ev in kept])
     return cols
 
 
 _KEPT_PHASES = frozenset(("X", "i", "I"))
 
 
-def _arg_column(args: list[Any], column: str, aliases: int) -> list[Any]:
-    """One argument column; with several spellings the first present one wins."""
-    values = [None if a is None else getattr(a, f"{column}__0") for a in args]
-    for n in range(1, aliases):
-        attr = f"{column}__{n}"
-        values = [v if v is not None or a is None else getattr(a, attr)
-                  for v, a in zip(values, args)]
-    return values
+def _arg_columns(args: list[Any]) -> dict[str, list[Any]]:
+    """All argument columns in one C-level pass: attrgetter of every alias, then transpose.
+
+    With several spellings of one argument the first present one wins.
+    """
+    aliases = field_map()["args"]
+    attrs = [f"{column}__{n}" for column, keys in aliases.items() for n in range(len(keys))]
+    if not args:
+        return {column: [] for column in aliases}
+    empty = _empty_args()
+    rows = list(map(operator.attrgetter(*attrs), [a if a is not None else empty for a in args]))
+    by_attr = dict(zip(attrs, (list(c) for c in zip(*rows))))
+    out = {}
+    for column, keys in aliases.items():
+        values = by_attr[f"{column}__0"]
+        for n in range(1, len(keys)):
+            other = by_attr[f"{column}__{n}"]
+            values = [v if v is not None else o for v, o in zip(values, other)]
+        out[column] = values
+    return out
+
+
+@cache
+def _empty_args() -> Any:
+    """An Args struct with every field None, standing in for events without args."""
+    _, _, typed = _decoders()
+    return typed.decode(b'[{"args": {}}]')[0].args
 
 
 def _append_common(cols: SourceColumns, i: int, ph: Any, cat: Any, name: Any, pid: Any,

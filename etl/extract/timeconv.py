@@ -12,10 +12,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_PLAIN = r"^-?[0-9]{1,19}(\.[0-9]{1,3})?$"
+# Arrow's decimal parser also accepts "nan"/"inf" spellings and a leading "+": a value must
+# start like a JSON number to take the fast path.
+_FIRST_CHAR = r"^[-0-9]$"
 _NUMBER = re.compile(rb"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
 _INT64_MAX = (1 << 63) - 1
 
@@ -29,25 +32,34 @@ class Converted:
 
 
 def us_texts_to_ns(texts: Sequence[bytes]) -> Converted:
-    """Convert raw JSON number texts (b"" = absent) to int64 ns; absent → NULL."""
+    """Convert raw JSON number texts (b"" = absent) to int64 ns; absent → NULL.
+
+    Fast path: Arrow parses every text as decimal128(24, 3), which fails (rather than
+    rounds) on more than three decimals, quotes or garbage; then the slow path decides.
+    """
     strings = _as_string_array(texts)
-    plain = pc.fill_null(pc.match_substring_regex(strings, _PLAIN), False)
-    if pc.all(pc.or_(plain, pc.equal(pc.binary_length(strings), 0))).as_py():
+    try:
         return Converted(_plain_to_ns(strings))
-    return _slow_path(texts)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _slow_path(texts)
 
 
-def _as_string_array(texts: Sequence[bytes]) -> pa.StringArray:
-    blob = b"\n".join(texts)
-    if blob.count(b"\n") != len(texts) - 1 or b"\r" in blob:
-        return pa.array([bytes(t).decode("utf-8", "replace") for t in texts], pa.string())
-    arr = pa.array(blob.split(b"\n"), pa.binary()) if texts else pa.array([], pa.binary())
-    return pc.cast(arr, pa.string())
+def _as_string_array(texts: Sequence[bytes]) -> pa.Array:
+    """One Arrow string array built from the texts' bytes and lengths (no per-item objects)."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    blob = b"".join(texts)
+    return pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets),
+                                            pa.py_buffer(blob))
 
 
-def _plain_to_ns(strings: pa.StringArray) -> pa.Int64Array:
+def _plain_to_ns(strings: pa.Array) -> pa.Int64Array:
     empty = pc.equal(pc.binary_length(strings), 0)
-    cleaned = pc.if_else(empty, pa.scalar(None, pa.string()), strings)
+    cleaned = pc.if_else(empty, pa.scalar(None, pa.large_string()), strings)
+    if pc.all(pc.match_substring_regex(pc.utf8_slice_codeunits(cleaned, 0, 1),
+                                           _FIRST_CHAR)).as_py() not in (True, None):
+        raise pa.ArrowInvalid("a value does not start like a plain number")
     dec = pc.cast(cleaned, pa.decimal128(24, 3))
     scaled = pc.multiply(dec, pa.scalar(decimal.Decimal(1000), pa.decimal128(4, 0)))
     return pc.cast(scaled, pa.int64())

@@ -1,0 +1,135 @@
+"""Ingest benchmark: MB/s, events/s and peak memory of `etl ingest`, against HTA's load.
+
+Builds traces of several sizes by repeating a real corpus trace (bench/make_trace.py),
+ingests each in a fresh warehouse, samples the resident memory of the whole process tree,
+and loads the same trace with Holistic Trace Analysis 0.5.0 installed in a throwaway venv
+(bench/.cache/hta-venv; not a project dependency). Prints a table; asserts nothing.
+
+    python bench/ingest_bench.py --sizes 10 100 1000 [--no-hta] [--jobs 2]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "bench" / ".cache"
+SOURCE = (ROOT.parent / "shared" / "corpus" / "hta" / "df_index_resolver"
+          / "df_index_resolver.json.gz")
+HTA_VENV = CACHE / "hta-venv"
+HTA_LOAD = """
+import sys, time
+from hta.trace_analysis import TraceAnalysis
+t = time.perf_counter()
+TraceAnalysis(trace_dir=sys.argv[1])
+print(time.perf_counter() - t)
+"""
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants (KiB), from /proc."""
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += int(next(line.split()[1] for line in status.splitlines()
+                              if line.startswith("VmRSS:")))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                stack += [int(c) for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, StopIteration, ProcessLookupError):
+            continue
+    return total
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
+    """(seconds, peak tree RSS in MiB, stdout) of a command, RSS sampled every 20 ms."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    peak = [0]
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak[0] = max(peak[0], tree_rss_kib(proc.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{err[-2000:]}")
+    return time.perf_counter() - started, peak[0] // 1024, out
+
+
+def make_trace(mb: int) -> Path:
+    path = CACHE / f"trace-{mb}MB" / "run" / "rank1.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(ROOT / "bench" / "make_trace.py"), str(SOURCE),
+                        str(path), "--mb", str(mb)], check=True)
+    return path
+
+
+def ensure_hta() -> Path | None:
+    python = HTA_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
+                               "HolisticTraceAnalysis==0.5.0", "pandas<3"])
+        if done.returncode != 0:
+            return None
+    return python
+
+
+def bench_size(mb: int, jobs: int, hta: Path | None) -> dict[str, float]:
+    trace = make_trace(mb)
+    size = trace.stat().st_size
+    warehouse = CACHE / "wh"
+    shutil.rmtree(warehouse, ignore_errors=True)
+    etl = str(ROOT / ".venv" / "bin" / "etl")
+    seconds, rss, _ = run_measured([etl, "ingest", str(trace.parent.parent), "--warehouse",
+                                    str(warehouse), "--jobs", str(jobs)])
+    counted = subprocess.run([etl, "query", "SELECT sum(event_count) FROM runs", "--warehouse",
+                              str(warehouse), "--format", "csv"], capture_output=True,
+                             text=True, check=True)
+    events = int(counted.stdout.splitlines()[1])
+    row = {"mb": size / 1e6, "seconds": seconds, "mb_s": size / 1e6 / seconds,
+           "events_s": events / seconds, "rss_mib": rss, "events": events}
+    if hta is not None:
+        hta_dir = trace.parent
+        hta_seconds, hta_rss, _ = run_measured([str(hta), "-c", HTA_LOAD, str(hta_dir)])
+        row.update(hta_seconds=hta_seconds, hta_rss_mib=hta_rss,
+                   speedup=hta_seconds / seconds)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--no-hta", action="store_true")
+    args = parser.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    hta = None if args.no_hta else ensure_hta()
+    print(f"machine: {os.cpu_count()} CPUs; source trace {SOURCE.name}")
+    print("| JSON MB | events | etl s | MB/s | events/s | peak RSS MiB | HTA s | HTA RSS MiB "
+          "| speedup |")
+    print("|" + "---|" * 9)
+    for mb in args.sizes:
+        r = bench_size(mb, args.jobs, hta)
+        print(f"| {r['mb']:.0f} | {r['events']:,.0f} | {r['seconds']:.1f} | {r['mb_s']:.0f} | "
+              f"{r['events_s']:,.0f} | {r['rss_mib']:,} | {r.get('hta_seconds', float('nan')):.1f}"
+              f" | {r.get('hta_rss_mib', 0):,} | {r.get('speedup', float('nan')):.1f}x |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
