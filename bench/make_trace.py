@@ -73,12 +73,26 @@ def write(src: Path, dest: Path, target_bytes: int) -> tuple[int, int]:
         copy_no = 0
         while fh.tell() < target_bytes or copy_no == 0:
             part = shifted(events, copy_no, shift, id_stride, step_stride)
-            body = b",\n".join(encoder.encode(e) for e in part)
+            encoded = [encoder.encode(e) for e in part]
+            room = target_bytes - fh.tell()
+            if copy_no == 0 and sum(map(len, encoded)) > room:
+                encoded = _prefix(encoded, room)  # smaller than one copy: its first events
+                part = part[:len(encoded)]
+            body = b",\n".join(encoded)
             fh.write((b",\n" if copy_no else b"") + body)
             count += len(part)
             copy_no += 1
         fh.write(b"\n]}\n")
         return fh.tell(), count
+
+
+def _prefix(encoded: list[bytes], room: int) -> list[bytes]:
+    total = 0
+    for n, item in enumerate(encoded):
+        total += len(item) + 2
+        if total > room:
+            return encoded[:max(n, 1)]
+    return encoded
 
 
 def _max_id(events: list[dict[str, Any]]) -> int:
