@@ -82,6 +82,8 @@ def write(src: Path, dest: Path, target_bytes: int) -> tuple[int, int]:
             fh.write((b",\n" if copy_no else b"") + body)
             count += len(part)
             copy_no += 1
+            if len(part) < len(events):
+                break
         fh.write(b"\n]}\n")
         return fh.tell(), count
 
