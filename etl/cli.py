@@ -161,6 +161,44 @@ def views(warehouse_dir: Path) -> None:
     click.echo(f"views up to date in {warehouse.database}")
 
 
+@main.command("ncu-metrics")
+@click.option("--arch", required=True, help="GPU architecture: sm_70, sm_80, sm_86, sm_89, "
+              "sm_90, sm_100 (or a compute capability such as 8.0).")
+@click.option("--kernels-per-iteration", type=click.IntRange(1), default=None,
+              help="Kernels one training iteration launches (from a trace: kernel_count in "
+                   "gpu_utilization).")
+@click.option("--warmup-iterations", type=click.IntRange(0), default=None,
+              help="Iterations to skip before the profiled one.")
+@click.option("--program", default="python train.py", show_default=True,
+              help="The command that runs the training job.")
+def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations: int | None,
+                program: str) -> None:
+    """Print the ncu --metrics list for the four levels, and command lines to profile one
+    iteration.
+
+    \b
+    Example:
+      etl ncu-metrics --arch sm_80 --kernels-per-iteration 870 --warmup-iterations 2
+    """
+    from etl.ncu_catalog import ncu_metric_list, normalize_arch, profile_commands
+
+    try:
+        name = normalize_arch(arch)
+        commands = profile_commands(name, kernels_per_iteration, warmup_iterations, program)
+    except (KeyError, ValueError) as exc:
+        raise EtlError(f"--arch {arch}: {exc}") from None
+    click.echo(f"# metrics collecting all four levels on {name}:")
+    click.echo(",".join(ncu_metric_list(name)))
+    click.echo("# profile the steps bracketed by cudaProfilerStart/Stop "
+               "(torch.cuda.profiler.start()/stop()):")
+    click.echo(commands[0])
+    if len(commands) > 1:
+        click.echo(f"# profile iteration {warmup_iterations} by launch count:")
+        click.echo(commands[1])
+    click.echo("# then export for ingest: ncu --import REPORT.ncu-rep --csv --page raw > "
+               "REPORT.csv (or put the .ncu-rep in the run folder)")
+
+
 @main.command("lint-sql")
 def lint_sql() -> None:
     """Check that every view is one documented SELECT with known dependencies.

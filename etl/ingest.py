@@ -16,13 +16,23 @@ from typing import Any
 
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
-from etl.extract.kineto import NotATrace, field_map, read_trace
+from etl.extract.kineto import NotATrace, read_trace
+from etl.ncu_ingest import NcuPart, extract_ncu
 from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
-from etl.warehouse import RUN_TABLES, Warehouse
+from etl.warehouse import Warehouse
 
 
 def extractor_version() -> str:
-    return f"etl-{__version__}/kineto-{field_map()['version']}"
+    """Code version plus a digest of the field map and metric catalog (data that changes
+    the rows): a change re-ingests unchanged inputs."""
+    import hashlib
+
+    data = b"".join(p.read_bytes() for p in sorted(DATA_DIR.glob("*.toml")))
+    return f"etl-{__version__}/data-{hashlib.sha256(data).hexdigest()[:10]}"
+
+
+DATA_DIR = Path(__file__).resolve().parent / "extract"
+TRACE_TABLES = ("devices", "iterations", "host_events", "kernels", "anomalies")
 
 
 @dataclass
@@ -66,6 +76,12 @@ def prepare_folder(folder: Path, warehouse: Warehouse, options: Options) -> Prep
             exc.path = _display_path(folder, exc.path)
         message = exc.line() if isinstance(exc, InputError) else str(exc)
         prepared = Prepared(RunResult(folder.name, "refused", error=message))
+    except Exception as exc:  # a bug of ours must still cost only this run, in one line
+        if options.debug:
+            raise
+        prepared = Prepared(RunResult(folder.name, "refused", error=(
+            f"{folder.name}: internal error {type(exc).__name__}: {exc}; nothing of this run "
+            "was written. Re-run with --debug for the traceback and report it")))
     prepared.result.seconds = time.perf_counter() - started
     return prepared
 
@@ -86,18 +102,20 @@ def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     if _unchanged(warehouse, run.name, run_id):
         return Prepared(RunResult(run.name, "unchanged", run_id))
     sources, tables = _extract_sources(run, dims, inputs, options.salvage)
-    if not sources:
+    ncu = extract_ncu(run, tables.get("devices"), dims)
+    if not sources and not ncu.sources:
         raise RunError(f"{run.name}: no profiler output in the run folder "
                        f"({len(run.skipped)} file(s) skipped); nothing ingested")
-    tables = {name: _tag(table, run_id) for name, table in tables.items()}
-    row = _runs_row(run, run_id, dims, toml_text, sources, tables)
+    tables = _merge_ncu(tables, ncu)
+    tables = {name: _tag(name, table, run_id) for name, table in tables.items()}
+    row = _runs_row(run, run_id, dims, toml_text, sources, tables, ncu.sources)
     staged = warehouse.stage(run_id, tables)
     return Prepared(_result(run, run_id, sources, tables), staged, row)
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
     """sha256 of every input file by relative path (read once; reused for `runs.sources`)."""
-    files = list(run.traces) + ([run.run_toml] if run.run_toml else [])
+    files = list(run.traces) + list(run.ncu) + ([run.run_toml] if run.run_toml else [])
     return {relative(run, f): sha256_file(f) for f in files}
 
 
@@ -136,7 +154,7 @@ def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[s
     from etl.trace_tables import build
 
     sources: list[Source] = []
-    parts: dict[str, list[pa.Table]] = {t: [] for t in RUN_TABLES}
+    parts: dict[str, list[pa.Table]] = {t: [] for t in TRACE_TABLES}
     for path in run.traces:
         rel = relative(run, path)
         try:
@@ -150,20 +168,35 @@ def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[s
         built = build(trace, len(sources), dims.get("gpu"))
         sources.append(Source(len(sources), path, rel, built.rank, trace.event_count,
                               built.gpu_names, hashes[rel], trace.truncated))
-        for table in RUN_TABLES:
+        for table in TRACE_TABLES:
             parts[table].append(getattr(built, table))
     tables = {t: pa.concat_tables(p) if p else None for t, p in parts.items()}
     return sources, tables
 
 
-def _tag(table: Any, run_id: str) -> Any:
+def _merge_ncu(tables: dict[str, Any], ncu: NcuPart) -> dict[str, Any]:
     import pyarrow as pa
 
+    merged = {**tables, **ncu.tables}
+    trace_anomalies = tables.get("anomalies")
+    merged["anomalies"] = (pa.concat_tables([trace_anomalies, ncu.anomalies])
+                           if trace_anomalies is not None else ncu.anomalies)
+    return merged
+
+
+def _tag(name: str, table: Any, run_id: str) -> Any:
+    import pyarrow as pa
+
+    from etl.warehouse import empty_table
+
+    if table is None:  # a run without traces (ncu only): the trace tables are empty
+        return empty_table(name)
     return table.add_column(0, "run_id", pa.array([run_id] * table.num_rows, pa.string()))
 
 
 def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str | None,
-              sources: list[Source], tables: dict[str, Any]) -> Any:
+              sources: list[Source], tables: dict[str, Any],
+              ncu_sources: list[dict[str, Any]]) -> Any:
     import pyarrow as pa
 
     from etl.schema import table_schema
@@ -171,7 +204,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
     gpu, gpu_source = _gpu(dims, sources)
     row = {
         "run_id": run_id, "run_name": run.name, "run_path": str(run.path.resolve()),
-        "sources": [_source_entry(s) for s in sources],
+        "sources": [_source_entry(s) for s in sources], "ncu_sources": ncu_sources,
         "skipped": [{"path": p, "reason": r} for p, r in run.skipped],
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
                                     "precision", "batch_size")},

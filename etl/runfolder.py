@@ -10,6 +10,7 @@ from typing import Any
 
 from etl.errors import InputError, RunError
 from etl.extract.kineto import looks_like_trace
+from etl.extract.ncu_common import looks_like_ncu
 from etl.extract.rawio import read_head
 
 RUN_TOML = "run.toml"
@@ -18,7 +19,7 @@ CLAIMING_SUFFIXES = (".json", ".json.gz", ".trace.json", ".pt.trace.json", ".pt.
 DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "model": str, "framework": str, "framework_version": str, "exec_mode": str,
     "precision": str, "batch_size": int, "gpu": str, "tags": list, "sm_count": int,
-    "synthetic": bool, "notes": str,
+    "synthetic": bool, "notes": str, "compute_capability": str,
 }
 
 
@@ -27,6 +28,7 @@ class RunFolder:
     name: str
     path: Path
     traces: list[Path] = field(default_factory=list)
+    ncu: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     run_toml: Path | None = None
 
@@ -48,8 +50,12 @@ def find_run_folders(paths: list[Path]) -> list[Path]:
 
 def _is_run_folder(path: Path) -> bool:
     for entry in path.iterdir():
-        if entry.is_file() and (entry.name == RUN_TOML or _claims_trace(entry)
-                                or looks_like_trace(read_head(entry, 4096))):
+        if not entry.is_file():
+            continue
+        if entry.name == RUN_TOML or _claims_trace(entry) or entry.name.endswith(".ncu-rep"):
+            return True
+        head = read_head(entry)
+        if looks_like_trace(head) or looks_like_ncu(head):
             return True
     return False
 
@@ -77,8 +83,10 @@ def scan(path: Path) -> RunFolder:
         elif file.stat().st_size == 0 and _claims_trace(file):
             raise InputError(file, "file is empty", None,
                              "re-export the trace from the profiler, or remove the file")
-        elif _claims_trace(file) or looks_like_trace(read_head(file)):
+        elif _claims_trace(file) or looks_like_trace(head := read_head(file)):
             run.traces.append(file)
+        elif file.name.endswith(".ncu-rep") or looks_like_ncu(head):
+            run.ncu.append(file)
         else:
             run.skipped.append((rel, "not a recognised profiler output"))
     return run

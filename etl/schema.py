@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
-TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies")
+TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
+          "ncu_kernels", "ncu_metrics", "ncu_levels")
 
 
 @dataclass(frozen=True)

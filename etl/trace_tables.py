@@ -325,4 +325,6 @@ def _anomaly_table(anomalies: list[Anomaly], source_id: int) -> pa.Table:
         "kind": pa.array([a[0] for a in anomalies], pa.string()),
         "event_id": pa.array([a[1] for a in anomalies], pa.int64()),
         "detail": pa.array([a[2] for a in anomalies], pa.string()),
+        "ncu_source_id": pa.nulls(len(anomalies), pa.int32()),
+        "ncu_id": pa.nulls(len(anomalies), pa.int64()),
     })

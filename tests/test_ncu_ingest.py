@@ -1,0 +1,92 @@
+"""Nsight Compute exports through `etl ingest`: tables, the per-kernel levels view, refusals."""
+from __future__ import annotations
+
+import csv
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli, copy_corpus_run, corpus_path, query_json
+
+V100 = "v100_details_old-format_pytorch1.5_deepcam_O2_fw__"
+
+
+def _naive_column(path: Path) -> dict[int, Decimal]:
+    """ID → Metric Value of a one-metric ncu details export, read with the csv module."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID","Process ID"'))
+    rows = csv.DictReader(lines[start:])
+    return {int(r["ID"]): Decimal(r["Metric Value"].replace(",", "")) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def ncu_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ncu")
+    runs = root / "runs"
+    v100 = runs / "v100pt"
+    v100.mkdir(parents=True)
+    for metric in ("sm__cycles_elapsed.avg", "sm__inst_executed_pipe_tensor.sum"):
+        (v100 / f"{metric}.txt").symlink_to(corpus_path("ncu", f"{V100}{metric}.txt"))
+    (v100 / "run.toml").write_text('compute_capability = "7.0"\nsm_count = 80\n')
+    both = copy_corpus_run(corpus_path("ncu", "a100_mistic_ilpProf.ncu-rep"), runs, "with_trace")
+    (both / "trace.json.gz").symlink_to(corpus_path("hta", "nccl_parser_config",
+                                                     "nccl_data.json.gz"))
+    result = cli("ingest", str(runs), "--warehouse", str(root / "wh"))
+    assert result.returncode == 0, result.stderr
+    return root / "wh"
+
+
+def test_one_metric_files_merge_into_one_export(ncu_wh: Path) -> None:
+    rows = query_json(ncu_wh, "SELECT ncu_source_id, count(DISTINCT ncu_id) AS kernels, "
+                      "count(*) AS metrics FROM ncu_metrics JOIN runs USING (run_id) "
+                      "WHERE run_name = 'v100pt' GROUP BY ALL")
+    assert rows == [{"ncu_source_id": 0, "kernels": 644, "metrics": 1288}]
+
+
+def test_tc_issue_util_equals_a_naive_reading(ncu_wh: Path) -> None:
+    cycles = _naive_column(corpus_path("ncu", f"{V100}sm__cycles_elapsed.avg.txt"))
+    tensor = _naive_column(corpus_path("ncu", f"{V100}sm__inst_executed_pipe_tensor.sum.txt"))
+    got = {r["ncu_id"]: r["tc_issue_util"] for r in query_json(
+        ncu_wh, "SELECT ncu_id, tc_issue_util FROM ncu_kernel_utilization "
+        "JOIN runs USING (run_id) WHERE run_name = 'v100pt'")}
+    # SMSP elapsed cycles = SM elapsed cycles (avg) x 4 SMSPs x 80 SMs, from run.toml
+    want = {i: float(tensor[i] / (cycles[i] * 4 * 80)) for i in cycles}
+    assert got.keys() == want.keys()
+    assert all(got[i] == pytest.approx(want[i], rel=1e-9, abs=0) for i in want)
+    assert max(want.values()) > 0.3  # the cuDNN HMMA kernels
+
+
+def test_absent_counters_are_null_with_a_reason(ncu_wh: Path) -> None:
+    rows = query_json(ncu_wh, "SELECT smsp_active_util, smsp_active_util_reason FROM "
+                      "ncu_kernel_utilization JOIN runs USING (run_id) WHERE run_name = "
+                      "'v100pt' LIMIT 1")
+    assert rows[0]["smsp_active_util"] is None and rows[0]["smsp_active_util_reason"]
+
+
+def test_report_beside_a_trace_takes_the_sm_count_of_its_devices(ncu_wh: Path) -> None:
+    [row] = query_json(ncu_wh, "SELECT arch, sm_count, issue_slot_util, issue_slot_util_source "
+                       "FROM ncu_kernel_utilization JOIN runs USING (run_id) "
+                       "WHERE run_name = 'with_trace'")
+    assert row["arch"] == "sm_80" and row["sm_count"] == 108
+    assert 0 < row["issue_slot_util"] < 1 and row["issue_slot_util_source"]
+    kernels = query_json(ncu_wh, "SELECT count(*) AS n FROM kernels JOIN runs USING (run_id) "
+                         "WHERE run_name = 'with_trace'")
+    assert kernels == [{"n": 3804}]
+
+
+def test_text_page_is_refused_with_the_export_command(tmp_path: Path) -> None:
+    copy_corpus_run(corpus_path("ncu", "gh200_cs599k_silu-pytorch_details-page.txt"),
+                    tmp_path / "runs", "text")
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1
+    assert "--csv --page raw" in result.stderr and "text/gh200" in result.stderr
+
+
+def test_ncu_metrics_command_prints_a_usable_profile_line() -> None:
+    out = cli("ncu-metrics", "--arch", "sm_90", "--kernels-per-iteration", "100",
+              "--warmup-iterations", "3").stdout
+    lines = [line for line in out.splitlines() if not line.startswith("#")]
+    assert "smsp__cycles_elapsed" in lines[0]
+    assert "--profile-from-start off" in lines[1]
+    assert "--launch-skip 300 --launch-count 100" in lines[2]
