@@ -17,6 +17,7 @@ from typing import Any
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.kineto import NotATrace, read_trace
+from etl.match_stage import match_run
 from etl.ncu_ingest import NcuPart, extract_ncu
 from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
 from etl.warehouse import Warehouse
@@ -107,6 +108,8 @@ def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
         raise RunError(f"{run.name}: no profiler output in the run folder "
                        f"({len(run.skipped)} file(s) skipped); nothing ingested")
     tables = _merge_ncu(tables, ncu)
+    tables["kernel_match"] = match_run(tables.get("kernels"), tables.get("host_events"),
+                                       tables["ncu_kernels"])
     tables = {name: _tag(name, table, run_id) for name, table in tables.items()}
     row = _runs_row(run, run_id, dims, toml_text, sources, tables, ncu.sources)
     staged = warehouse.stage(run_id, tables)

@@ -1,0 +1,32 @@
+{%- set ratios = ["smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util"] -%}
+-- layer_utilization: per-layer distributions of the kernel ratios (the paper's Fig. 7).
+-- Grain: one row per run, op_name and layer (NULL groups: no enclosing op / scope).
+-- Over the matched kernels of all iterations; means are weighted by trace duration, the
+-- quantiles are over kernels (each kernel counts once), NULL ratios are left out.
+SELECT
+    run_id,
+    run_name,
+    op_name,
+    layer,
+    count(*) AS kernel_count,
+    sum(dur_ns) AS gpu_time_ns,
+{%- for x in ratios %}
+    sum({{ x }} * dur_ns) / sum(dur_ns) FILTER (WHERE {{ x }} IS NOT NULL) AS {{ x }}_mean,
+    quantile_cont({{ x }}, 0.1) AS {{ x }}_p10,
+    quantile_cont({{ x }}, 0.5) AS {{ x }}_p50,
+    quantile_cont({{ x }}, 0.9) AS {{ x }}_p90{{ "," if not loop.last }}
+{%- endfor %}
+FROM kernel_utilization
+GROUP BY run_id, run_name, op_name, layer
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name
+-- op_name: outermost cpu_op enclosing the launches (e.g. aten::conv2d); NULL when none
+-- layer: innermost nn.Module / record_function scope; NULL when none
+-- kernel_count: matched kernels of this op and layer
+-- gpu_time_ns: their trace durations summed, ns
+{%- for x in ratios %}
+-- {{ x }}_mean: duration-weighted mean of {{ x }}, 0..1
+-- {{ x }}_p10: 10th percentile of {{ x }} over kernels, 0..1
+-- {{ x }}_p50: median of {{ x }} over kernels, 0..1
+-- {{ x }}_p90: 90th percentile of {{ x }} over kernels, 0..1
+{%- endfor %}
