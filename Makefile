@@ -18,7 +18,8 @@ demo: setup
 	rm -rf demo-runs demo-warehouse
 	$(BIN)/etl demo demo-runs
 	$(BIN)/etl ingest demo-runs --warehouse demo-warehouse
-	$(BIN)/etl query "SELECT run_name, rank, device_id, selected_iteration, round(gpu_util, 4) AS gpu_util, window_ns, busy_ns, idle_ns, throughput_samples_per_s FROM run_summary ORDER BY run_name" --warehouse demo-warehouse
+	$(BIN)/etl query "SELECT run_name, rank, device_id, selected_iteration, round(gpu_util, 4) AS gpu_util, window_ns, busy_ns, idle_ns, round(throughput_samples_per_s) AS samples_per_s FROM run_summary ORDER BY run_name, rank" --warehouse demo-warehouse
+	$(BIN)/etl query "SELECT run_name, precision, iteration, round(gpu_util, 3) AS gpu, round(smsp_active_util, 3) AS smsp_active, round(issue_slot_util, 3) AS issue_slot, round(tc_active_util, 3) AS tc_active, round(tc_issue_util, 4) AS tc_issue, round(matched_time_share, 3) AS matched_share FROM run_utilization ORDER BY run_name" --warehouse demo-warehouse
 
 test: setup
 	$(BIN)/python -m pytest -n 2 -q

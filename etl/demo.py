@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from etl.demo_ncu import write_ncu_export
+
 ITERATIONS = 5
 # PyTorch >= 2.1 writes ts relative to this epoch-aligned base; any value works for the demo.
 BASE_TIME_NS = 1_712_188_800_000_000_000  # 2024-04-04T00:00:00Z
@@ -182,6 +184,9 @@ def write_demo(dest: Path, seed: int = 0) -> list[Path]:
         for rank in range(run.world_size):
             _write_trace(folder, run, rank, seed)
         (folder / "run.toml").write_text(_run_toml(run), encoding="utf-8")
+        if run.world_size == 1:  # the single-GPU runs get an ncu export of step 3
+            write_ncu_export(folder / "rank0.pt.trace.json", folder / "ncu_step3_raw.csv",
+                             3, f"{seed}:{run.name}:ncu")
         if run.world_size > 1:
             _write_unrelated_files(folder)
         folders.append(folder)

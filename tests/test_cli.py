@@ -28,6 +28,12 @@ def test_demo_ingest_and_query(tmp_path: Path) -> None:
     assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_ddp",
                                              "resnet_amp_eager", "resnet_fp32_eager"]
     assert all(0 < r["gpu_util"] <= 1 for r in rows)
+    levels = query_json(tmp_path / "wh", "SELECT run_name, gpu_util, smsp_active_util, "
+                        "issue_slot_util, matched_time_share FROM run_utilization")
+    assert {r["run_name"] for r in levels} == {"resnet_amp_eager", "resnet_fp32_eager"}
+    for r in levels:
+        assert r["gpu_util"] >= r["smsp_active_util"] >= r["issue_slot_util"] > 0
+        assert r["matched_time_share"] == 1.0
     listing = cli("runs", "--warehouse", str(tmp_path / "wh"))
     assert "resnet_amp_ddp" in listing.stdout and listing.returncode == 0
 
