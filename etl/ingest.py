@@ -7,6 +7,7 @@ runs of the command still land.
 from __future__ import annotations
 
 import gc
+import uuid
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -110,9 +111,10 @@ def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     tables = _merge_ncu(tables, ncu)
     tables["kernel_match"] = match_run(tables.get("kernels"), tables.get("host_events"),
                                        tables["ncu_kernels"])
-    tables = {name: _tag(name, table, run_id) for name, table in tables.items()}
-    row = _runs_row(run, run_id, dims, toml_text, sources, tables, ncu.sources)
-    staged = warehouse.stage(run_id, tables)
+    publish_id = f"{run_id}-{uuid.uuid4().hex[:12]}"
+    tables = {name: _tag(name, table, run_id, publish_id) for name, table in tables.items()}
+    row = _runs_row(run, run_id, dims, toml_text, sources, tables, ncu.sources, publish_id)
+    staged = warehouse.stage(publish_id, tables)
     return Prepared(_result(run, run_id, sources, tables), staged, row)
 
 
@@ -187,26 +189,29 @@ def _merge_ncu(tables: dict[str, Any], ncu: NcuPart) -> dict[str, Any]:
     return merged
 
 
-def _tag(name: str, table: Any, run_id: str) -> Any:
+def _tag(name: str, table: Any, run_id: str, publish_id: str) -> Any:
     import pyarrow as pa
 
     from etl.warehouse import empty_table
 
     if table is None:  # a run without traces (ncu only): the trace tables are empty
         return empty_table(name)
-    return table.add_column(0, "run_id", pa.array([run_id] * table.num_rows, pa.string()))
+    n = table.num_rows
+    table = table.add_column(0, "publish_id", pa.array([publish_id] * n, pa.string()))
+    return table.add_column(0, "run_id", pa.array([run_id] * n, pa.string()))
 
 
 def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str | None,
               sources: list[Source], tables: dict[str, Any],
-              ncu_sources: list[dict[str, Any]]) -> Any:
+              ncu_sources: list[dict[str, Any]], publish_id: str) -> Any:
     import pyarrow as pa
 
     from etl.schema import table_schema
 
     gpu, gpu_source = _gpu(dims, sources)
     row = {
-        "run_id": run_id, "run_name": run.name, "run_path": str(run.path.resolve()),
+        "run_id": run_id, "publish_id": publish_id, "publish_seq": 0,  # seq set at publish
+        "run_name": run.name, "run_path": str(run.path.resolve()),
         "sources": [_source_entry(s) for s in sources], "ncu_sources": ncu_sources,
         "skipped": [{"path": p, "reason": r} for p, r in run.skipped],
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
@@ -256,7 +261,7 @@ def ingest_all(folders: list[Path], warehouse: Warehouse, options: Options = Opt
     results: list[RunResult] = []
     for prepared in _prepared(folders, warehouse, options):
         if prepared.staged is not None and prepared.result.run_id is not None:
-            warehouse.publish(prepared.staged, prepared.result.run_id, prepared.runs_row)
+            warehouse.publish(prepared.staged, prepared.runs_row)
         results.append(prepared.result)
         if on_done:
             on_done(prepared.result)

@@ -24,7 +24,8 @@ def match_run(kernels: pa.Table | None, host: pa.Table | None,
     from etl.schema import table_schema
 
     schema = table_schema("kernel_match").arrow()
-    schema = schema.remove(schema.get_field_index("run_id"))
+    for column in ("run_id", "publish_id"):  # added by the loader
+        schema = schema.remove(schema.get_field_index(column))
     if kernels is None or host is None or ncu_kernels.num_rows == 0:
         return schema.empty_table()
     trace = _trace_side(kernels.filter(pc.equal(kernels["kind"], "kernel")), host)

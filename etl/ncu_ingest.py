@@ -78,7 +78,9 @@ def _empty(name: str) -> pa.Table:
     from etl.schema import table_schema
 
     schema = table_schema(name).arrow()
-    return schema.remove(schema.get_field_index("run_id")).empty_table()
+    for column in ("run_id", "publish_id"):  # added by the loader
+        schema = schema.remove(schema.get_field_index(column))
+    return schema.empty_table()
 
 
 def _anomalies(rows: list[tuple[str, int | None, str]], ncu_source_id: int) -> pa.Table:

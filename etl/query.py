@@ -14,7 +14,7 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
     from etl.warehouse import Warehouse
 
     warehouse = Warehouse.at(warehouse_dir)
-    if not warehouse.manifest.exists():
+    if not warehouse.exists():
         raise WarehouseError(f"{warehouse.root}: no warehouse here; run `etl ingest RUNS "
                              f"--warehouse {warehouse_dir}` first")
     ensure_views(warehouse)

@@ -159,14 +159,22 @@ def _sql_string(text: str) -> str:
 
 
 def table_view_sql(warehouse: Warehouse, table: str) -> str:
-    columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
-    if table == "runs":
-        return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
-                f"read_parquet({_sql_string(str(warehouse.manifest))})")
+    """A table as a view over its Parquet files, keeping each run's current publish.
+
+    `runs` comes first in FROM so it is bound (its files listed) before the table's own
+    files: a publish folder that `runs` sees is then already in the table's listing.
+    """
     glob = _sql_string(str(warehouse.data / "*" / f"{table}.parquet"))
+    if table == "runs":
+        columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
+        return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
+                f"read_parquet({glob}, union_by_name = true) QUALIFY row_number() OVER "
+                f"(PARTITION BY run_name ORDER BY publish_seq DESC) = 1")
+    columns = ", ".join(f't."{c}"' for c in table_schema(table).names)
     return (f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
-            f"read_parquet({glob}, union_by_name = true) "
-            f"WHERE run_id IN (SELECT run_id FROM runs)")
+            f"(SELECT publish_id FROM runs) AS current_publish "
+            f"JOIN read_parquet({glob}, union_by_name = true) AS t "
+            f"ON t.publish_id = current_publish.publish_id")
 
 
 def all_statements(warehouse: Warehouse) -> list[str]:

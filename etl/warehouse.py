@@ -1,19 +1,23 @@
-"""The warehouse on disk: immutable run folders of Parquet, a manifest, a view-only DuckDB.
+"""The warehouse on disk: immutable publish folders of Parquet and a view-only DuckDB.
 
 Layout (everything under one root, default ./warehouse):
-    data/<run_id>/<table>.parquet   one folder per run, written once, never modified
-    data/_schema/<table>.parquet    zero-row files so every view works on an empty warehouse
-    catalog/runs.parquet            the manifest: the `runs` table; a run is visible iff here
-    staging/                        runs being written (renamed into data/ when complete)
-    warehouse.duckdb                views only (tables are views over the Parquet files)
+    data/<publish_id>/<table>.parquet  one folder per publish of a run, written once
+    data/<publish_id>/runs.parquet     the run's `runs` row, with its publish sequence
+    data/_schema/<table>.parquet       zero-row files so every view works on an empty warehouse
+    catalog/sequence                   the last publish sequence number
+    staging/                           runs being written (renamed into data/ when complete)
+    warehouse.duckdb                   views only (tables are views over the Parquet files)
 
 Why this shape: a reader (the DuckDB shell, `etl query`) may hold warehouse.duckdb open
-while `etl ingest` runs. Publishing a run therefore never touches the database file: the
-run folder is renamed into data/ (atomic), then the manifest is replaced by rename (atomic),
-under an exclusive lock on `.publish.lock` that serialises writers. Every table view keeps
-only rows whose run_id is in the manifest, so a run appears whole at the next query, and a
-process killed at any point leaves the previous manifest in force. Superseded run folders
-are deleted only after a grace period, so a query that listed them still finds them.
+while `etl ingest` runs, so publishing never touches the database file, and no file is ever
+modified after it is written (a reader that opens a file twice must read the same bytes).
+Publishing a run is one rename of its complete folder into data/, under an exclusive lock
+on `.publish.lock` that serialises writers and hands out the sequence number. The `runs`
+view keeps the highest sequence per run name; every table view keeps the rows of those
+publishes only, binding `runs` before listing its own files, so a run appears whole at the
+next query. A process killed at any point leaves no folder in data/ that is half written.
+Superseded folders are deleted after a grace period, so a query that listed them still
+finds them.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 RUN_TABLES = tuple(t for t in TABLES if t != "runs")
 GRACE_SECONDS = 600
 ROW_GROUP_ROWS = 1 << 20
+SCHEMA_DIR = "_schema"
 
 
 @dataclass(frozen=True)
@@ -52,8 +57,8 @@ class Warehouse:
         return self.root / "data"
 
     @property
-    def manifest(self) -> Path:
-        return self.root / "catalog" / "runs.parquet"
+    def sequence(self) -> Path:
+        return self.root / "catalog" / "sequence"
 
     @property
     def database(self) -> Path:
@@ -63,31 +68,28 @@ class Warehouse:
     def staging(self) -> Path:
         return self.root / "staging"
 
+    def exists(self) -> bool:
+        return (self.data / SCHEMA_DIR).is_dir()
+
     def init(self) -> None:
         """Create the layout and zero-row schema files (idempotent, safe to race)."""
         if self.root.exists() and not self.root.is_dir():
             raise WarehouseError(f"{self.root}: exists and is not a folder; choose another "
                                  "--warehouse")
-        for folder in (self.data, self.manifest.parent, self.staging):
-            folder.mkdir(parents=True, exist_ok=True)
-        schema_dir = self.data / "_schema"
-        if not all((schema_dir / f"{t}.parquet").exists() for t in RUN_TABLES):
-            self._write_schema_files(schema_dir)
-        if not self.manifest.exists():
-            with self.publish_lock():
-                if not self.manifest.exists():
-                    _atomic_write_parquet(empty_table("runs"), self.manifest)
+        with self.publish_lock():
+            for folder in (self.data, self.sequence.parent, self.staging):
+                folder.mkdir(parents=True, exist_ok=True)
+            schema_dir = self.data / SCHEMA_DIR
+            if not all((schema_dir / f"{t}.parquet").exists() for t in TABLES):
+                self._write_schema_files(schema_dir)
 
     def _write_schema_files(self, schema_dir: Path) -> None:
         staged = self.staging / f"schema-{uuid.uuid4().hex}"
         staged.mkdir(parents=True)
-        for table in RUN_TABLES:
+        for table in TABLES:
             _write_parquet(empty_table(table), staged / f"{table}.parquet")
-        try:
-            os.rename(staged, schema_dir)
-        except OSError:  # another process won the race, or an older layout: replace
-            shutil.rmtree(schema_dir, ignore_errors=True)
-            os.rename(staged, schema_dir)
+        shutil.rmtree(schema_dir, ignore_errors=True)  # an older layout (we hold the lock)
+        os.rename(staged, schema_dir)
 
     @contextmanager
     def publish_lock(self) -> Iterator[None]:
@@ -100,65 +102,88 @@ class Warehouse:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def read_runs(self) -> pa.Table:
-        import pyarrow.parquet as pq
+        """The current `runs` rows: the highest publish sequence of each run name."""
+        import pyarrow as pa
 
-        if not self.manifest.exists():
+        rows = [t for t in map(_read_if_present, self._publish_dirs()) if t is not None]
+        if not rows:
             return empty_table("runs")
-        return pq.read_table(self.manifest)
+        table = pa.concat_tables([conform("runs", t) for t in rows])
+        table = table.sort_by([("run_name", "ascending"), ("publish_seq", "descending")])
+        names = table["run_name"].to_pylist()
+        keep = [i for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
+        return table.take(pa.array(keep, pa.int64()))
 
-    def stage(self, run_id: str, tables: dict[str, pa.Table]) -> Path:
+    def _publish_dirs(self) -> list[Path]:
+        if not self.data.is_dir():
+            return []
+        return [p for p in self.data.iterdir() if p.name != SCHEMA_DIR and p.is_dir()]
+
+    def stage(self, publish_id: str, tables: dict[str, pa.Table]) -> Path:
         """Write a run's tables into a private staging folder; nothing is visible yet."""
-        folder = self.staging / f"{run_id}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        folder = self.staging / f"{publish_id}.{os.getpid()}"
         folder.mkdir(parents=True)
         for table in RUN_TABLES:
             _write_parquet(conform(table, tables[table]), folder / f"{table}.parquet")
-        _fsync_dir(folder)
         return folder
 
-    def publish(self, staged: Path, run_id: str, runs_row: pa.Table) -> None:
-        """Make a staged run visible, replacing any run of the same name, atomically."""
+    def publish(self, staged: Path, runs_row: pa.Table) -> None:
+        """Make a staged run visible, replacing any run of the same name: one rename."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
-        target = self.data / run_id
+        publish_id = runs_row["publish_id"][0].as_py()
+        name = runs_row["run_name"][0].as_py()
         with self.publish_lock():
-            if target.exists():
-                shutil.rmtree(staged)  # identical content is already there
-                os.utime(target)
-            else:
-                os.rename(staged, target)
-                _fsync_dir(self.data)
-            runs = self.read_runs()
-            name = runs_row["run_name"][0].as_py()
-            keep = runs.filter(pc.invert(pc.equal(runs["run_name"], name)))
-            new = pa.concat_tables([conform("runs", keep), conform("runs", runs_row)])
-            _atomic_write_parquet(new.sort_by("run_name"), self.manifest)
-            self._collect_garbage(set(new["run_id"].to_pylist()), runs)
+            previous = self.read_runs()
+            seq = self._next_sequence()
+            row = runs_row.set_column(runs_row.schema.get_field_index("publish_seq"),
+                                      "publish_seq", pa.array([seq], pa.int64()))
+            _write_parquet(conform("runs", row), staged / "runs.parquet")
+            _fsync_dir(staged)
+            os.rename(staged, self.data / publish_id)
+            _fsync_dir(self.data)
+            self._supersede(previous, name)
+            self._collect_garbage()
 
-    def _collect_garbage(self, live: set[str], before: pa.Table) -> None:
-        """Drop run folders out of the manifest for longer than the grace period."""
+    def _next_sequence(self) -> int:
+        current = int(self.sequence.read_text()) if self.sequence.exists() else 0
+        tmp = self.sequence.with_name(f".sequence.{os.getpid()}.tmp")
+        tmp.write_text(str(current + 1))
+        os.replace(tmp, self.sequence)
+        return current + 1
+
+    def _supersede(self, previous: pa.Table, name: str) -> None:
+        """Start the grace period of the folder the new publish replaces."""
+        for row in previous.to_pylist():
+            if row["run_name"] == name and (self.data / row["publish_id"]).exists():
+                os.utime(self.data / row["publish_id"])
+
+    def _collect_garbage(self) -> None:
+        """Delete folders that are not current and were superseded over the grace ago."""
+        live = set(self.read_runs()["publish_id"].to_pylist())
         now = time.time()
-        for old in set(before["run_id"].to_pylist()) - live:
-            folder = self.data / old
-            if folder.exists():
-                os.utime(folder)  # superseded now: the grace period starts
-        for folder in self.data.iterdir():
-            if folder.name.startswith("_") or folder.name in live:
-                continue
-            if now - folder.stat().st_mtime > GRACE_SECONDS:
+        for folder in self._publish_dirs():
+            if folder.name not in live and now - folder.stat().st_mtime > GRACE_SECONDS:
                 shutil.rmtree(folder, ignore_errors=True)
-        self._clean_staging(now)
-
-    def _clean_staging(self, now: float) -> None:
         for folder in self.staging.iterdir():
             pid = _staging_pid(folder.name)
             if (pid is None or not _alive(pid)) and now - folder.stat().st_mtime > 60:
                 shutil.rmtree(folder, ignore_errors=True)
 
 
+def _read_if_present(folder: Path) -> pa.Table | None:
+    """A publish folder's runs row; None if it was garbage-collected meanwhile."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(folder / "runs.parquet")
+    except (FileNotFoundError, OSError):
+        return None
+
+
 def _staging_pid(name: str) -> int | None:
-    parts = name.split("-")
-    return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
+    suffix = name.rsplit(".", 1)[-1]
+    return int(suffix) if suffix.isdigit() else None
 
 
 def _alive(pid: int) -> bool:
@@ -182,13 +207,6 @@ def _write_parquet(table: pa.Table, path: Path) -> None:
         pq.write_table(table, fh, compression="zstd", row_group_size=ROW_GROUP_ROWS)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _atomic_write_parquet(table: pa.Table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    _write_parquet(table, tmp)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -232,12 +232,13 @@ class NcuExport:
 
 
 def ncu_schema(table: str) -> pa.Schema:
-    """schemas/<table>.toml without the run_id / ncu_source_id the loader adds."""
+    """schemas/<table>.toml without the run_id / publish_id / ncu_source_id the loader adds."""
     from etl.schema import table_schema
 
     schema = table_schema(table).arrow()
-    return schema.remove(schema.get_field_index("ncu_source_id")).remove(
-        schema.get_field_index("run_id"))
+    for column in ("ncu_source_id", "publish_id", "run_id"):
+        schema = schema.remove(schema.get_field_index(column))
+    return schema
 
 
 def build_export(paths: list[Path], fmt: str, kernels: dict[int, dict[str, Any]],

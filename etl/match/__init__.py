@@ -1,0 +1,1 @@
+"""Trace ↔ Nsight Compute kernel matching: names.py (name keys), align.py (the matcher)."""

@@ -8,53 +8,66 @@ may pick another algorithm in one run (another tile size in the name, another gr
 
 Rule
 ----
-1. Order. Trace kernels by (source_id, launch_ts_ns if that column exists else ts_ns, ts_ns,
-   kernel_id); ncu kernels by ncu_id. Correlation ids are never used, so the kernels of one
-   CUDA-graph launch are matched one by one.
-2. Keys (`names.py`). Each ncu kernel is compared at the strongest name key its style carries
-   (full = name + template arguments; else base) plus grid and block: its *token*. The
-   *family* (digits of the base masked) admits algorithm variants.
-3. Where. Trace kernels of families absent from the ncu export are set aside (`-k` filters).
-   Rare tokens vote for the offset between the two sequences; the best offsets (ties: the
-   earliest) are each aligned by a Needleman–Wunsch restricted to a band of ±32 kernels
-   around the diagonal that anchors predict; the best-scoring alignment wins. Exact token:
-   +2, same family: +0.5, an unpaired kernel: −1; a block of extra trace kernels costs at
-   most 8.
-4. Variants. A same-family pair with another name or shape is matched only if exact pairs
-   sit right before and after it on the same diagonal (at most 4 variants in a row).
+1. Order. Trace kernels by (source_id, launch_ts_ns when that column exists — give it: with
+   several streams the GPU start order is not the launch order ncu sees — else ts_ns, then
+   ts_ns, kernel_id); ncu kernels by ncu_id. Correlation ids are never used, so the kernels
+   of one CUDA-graph launch are matched one by one.
+2. Keys (names.py). An ncu kernel's *token* is the strongest name key its style carries
+   (full = name + template arguments, when some trace kernel has that full key; else base)
+   plus grid and block; its *family* (digits of the base masked) admits algorithm variants.
+   Trace kernels whose name no ncu kernel has (filtered by -k, not profiled) are set aside;
+   the rest are *known*.
+3. Where. Pairs of equal rare tokens vote for the offset between the ncu sequence and the
+   known trace kernels, once with shapes and once with names alone (rare shapes are often
+   data-dependent grids, which differ between runs). For each best-voted offset (a repeated
+   layer or iteration apart, ≤ 8 per vote) a band centre is tracked block by block from the
+   nearest equal tokens, so drift from inserted or missing kernels is followed; bands whose
+   centres agree with the ncu tokens within 1% of the best are aligned by Needleman–Wunsch
+   restricted to ±32 kernels around the centre. Scores: equal token +2, same family +0.25,
+   an unpaired kernel −1, a jump over a block of trace kernels −8; the trace before and
+   after the slice is free. The best alignment wins; ties go to the earliest.
+4. Variants. A same-family pair with another name or shape stands only between exact pairs
+   on one diagonal (≤ 8 in a row). Unpaired ncu kernels between two exact pairs (or at the
+   export's ends) pair with the unpaired trace kernels of the same families found there when
+   the families agree in order; otherwise they stay unmatched (precision first).
 5. Leftovers. An unpaired ncu kernel and an unpaired trace kernel with the same token within
-   the band are paired when each is the only candidate of the other (stream reordering).
-6. Ties. Identical kernels in a row whose count differs between the runs, and an equally
-   good alignment elsewhere that gives another kind of kernel, are 'ambiguous' (ncu_id NULL)
-   unless duration separates them; equally good alignments that give identical kernels
-   (repeated identical iterations) are equivalent and the earliest is kept.
-7. Score = 0.5·name (1 equal key, 0.7 same base, 0.5 same family) + 0.3·shape (grid, block
-   equal) + 0.2·order (share of path neighbours on the same diagonal). Duration never
-   scores; it only breaks ties.
+   the band pair when each is the only candidate of the other (streams reordered).
+6. Ties. Where another alignment scores as well and gives an exactly paired ncu kernel
+   another kind of trace kernel (full name or shape differ — e.g. ncu printed only base
+   names), or where identical kernels in a row differ in count between the runs, duration
+   decides if it clearly can (within 1.5× of the typical ncu/trace ratio and 1.5–2× closer
+   than the rest); otherwise the candidates are 'ambiguous' (ncu_id NULL). Alignments that
+   give identical kernels (repeated identical iterations) are equivalent: the earliest is
+   kept.
+7. Score (NULL unless matched) = 0.5·name (1 for an equal key, else 0.8 × word similarity
+   of the base names) + 0.3·shape (grid, block equal) + 0.2·order (share of path neighbours
+   right beside it in both sequences). Duration never scores; it only breaks ties.
 
-Example (ncu covers the second iteration, `--print-kernel-base function`)::
+Example: ncu `-k regex:fill|gemm|relu --launch-skip 0 --launch-count 4
+--print-kernel-base function` on GPU 0 of a run where cuBLAS chose a 64x64 tile::
 
-    trace                                  ncu
-    kernel_id name                 grid    ncu_id kernel_name              grid
-    10  void k::fill<4>(int, ...)   64     0  fill                      64
-    11  ampere_sgemm_128x64_nn      96     1  ampere_sgemm_64x64_nn     192
-    12  void k::relu<4>(int, ...)   64     2  relu                      64
-    20  void k::fill<4>(int, ...)   64
-    21  ampere_sgemm_128x64_nn      96
-    22  void k::relu<4>(int, ...)   64
-    30  void k::fill<4>(int, ...)   64
+    trace (device 1, stream 7)                ncu (device 0, stream 13)
+    kernel_id  name                      grid  ncu_id  kernel_name              grid
+    10         void k::fill<4>(int, ...)   64  0       fill                       64
+    11         ampere_sgemm_128x64_nn      96  1       ampere_sgemm_64x64_nn     192
+    12         void k::relu<4>(int, ...)   64  2       relu                       64
+    13         void k::copy<4>(int, ...)   64  3       fill                       64
+    14         void k::fill<4>(int, ...)   64
+    15         ampere_sgemm_128x64_nn      96
+    16         void k::relu<4>(int, ...)   64
 
-    → kernel_id ncu_id match_status reason                                    score
-      10        NULL   unmatched    outside the ncu range                     0
-      11        NULL   unmatched    outside the ncu range                     0
-      12        NULL   unmatched    outside the ncu range                     0
-      20        0      matched      NULL                                      1.0
-      21        1      matched      another variant of this kernel (...)      0.45
-      22        2      matched      NULL                                      1.0
-      30        NULL   unmatched    outside the ncu range                     0
+    → kernel_id  ncu_id  match_status  reason                                          score
+      10         0       matched       NULL                                            1.0
+      11         1       matched       another variant of this kernel (...) at the     0.68
+                                       same position
+      12         2       matched       NULL                                            1.0
+      13         NULL    unmatched     no ncu kernel with this name (filtered out ...) NULL
+      14         3       matched       NULL                                            1.0
+      15         NULL    unmatched     outside the ncu range                           NULL
+      16         NULL    unmatched     outside the ncu range                           NULL
 
-(The two iterations are identical, so the second could have been taken as well; the ncu
-slice ends with `relu`, so 10–12 + 20 would not fit: the first fitting place is kept.)
+Cost: O((n + m) log n) for keys and votes, O(m · 65) per aligned band; memory linear in
+n + m (no n × m matrix): 10^5 × 10^5 kernels take ~3 s and ~120 MiB (bench/match_bench.py).
 """
 from __future__ import annotations
 
@@ -70,9 +83,8 @@ if TYPE_CHECKING:
 
 EXACT, VARIANT, GAP, RESTART = 2.0, 0.25, 1.0, 8.0
 BAND = 32          # half-width of the alignment band, in kernels
-SEARCH = 256       # drift between the runs tolerated when placing the band, in kernels
-MAX_VARIANT_RUN = 4
-CANDIDATES = 3     # offsets aligned in full when their votes tie
+MAX_VARIANT_RUN = 8   # variants in a row still confirmed by the exact pairs around them
+CANDIDATES = 8     # tied offsets previewed (and aligned in full if their preview ties too)
 SHIFTS = 64        # further tied offsets checked as rigid shifts of the best alignment
 NEG = -1e9         # impossible; far below any real score, yet exact in float64 arithmetic
 DIMS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
@@ -114,6 +126,7 @@ class _Problem:
     n_var: np.ndarray       # (m,) variant index into tok
     n_fam: np.ndarray
     n_base: np.ndarray
+    n_name_tok: np.ndarray  # (m,) token of the name alone (variant n_var | 2)
     k_tok: np.ndarray       # tok[:, keep]
     k_fam: np.ndarray       # fam[keep]
 
@@ -195,7 +208,8 @@ def _problem(t: _Side, n: _Side) -> _Problem:
     n_fam = _key_ids(n, "family", families, True)
     shape_id, unknown = _shape_ids(t.shape, n.shape)
     t_sid, n_sid = shape_id[:len(t.shape)], shape_id[len(t.shape):]
-    n_shaped = (n.shape >= 0).all(axis=1) & ((t.shape[:, 0] >= 0).mean() >= 0.5)
+    # grids are compared only where most trace kernels report one (AMD traces do not)
+    n_shaped = (n.shape >= 0).all(axis=1) & (2 * (t.shape[:, 0] >= 0).sum() >= len(t.shape))
     stride, level = unknown + 1, np.where(n_full >= 0, 0, 1)
     tok = np.stack([_token(t_full, t_sid, stride), _token(t_base, t_sid, stride),
                     _token(t_full, unknown, stride), _token(t_base, unknown, stride)])
@@ -211,7 +225,8 @@ def _problem(t: _Side, n: _Side) -> _Problem:
     fam = _key_ids(t, "family", families, False)
     return _Problem(tok=tok, ident=np.where(tok[0] >= 0, tok[0], tok[1]), fam=fam,
                     base=t_base, keep=keep, kidx=kidx, n_tok=n_tok, n_var=n_var, n_fam=n_fam,
-                    n_base=n_base, k_tok=tok[:, keep], k_fam=fam[keep])
+                    n_base=n_base, k_tok=tok[:, keep], k_fam=fam[keep],
+                    n_name_tok=np.where(n_name >= 0, _token(n_name, unknown, stride), -2))
 
 
 def _key_ids(side: _Side, kind: str, ids: dict[tuple[str, str], int], add: bool) -> np.ndarray:
@@ -241,35 +256,75 @@ def _token(name_id: np.ndarray, shape_id: np.ndarray | int, stride: int) -> np.n
 def _align(p: _Problem) -> tuple[_Path | None, list[_Path], list[int]]:
     """Best path (ties: the earliest), the other candidates' paths that score as well, and
     the offsets of further tied places (checked later as rigid shifts of the best path)."""
-    votes = _offset_votes(p)
-    offsets = _candidate_offsets(votes, len(p.n_tok), CANDIDATES + SHIFTS)
-    paths = [_banded_alignment(p, d) for d in offsets[:CANDIDATES]]
+    keys, stride = _trace_keys(p, p.n_var)
+    offsets, starts = _voted_offsets(p, p.n_tok, keys, stride)
+    # names alone too: rare name+shape tokens are often data-dependent grids, which another
+    # run draws differently, so they may favour a wrong iteration
+    name_offsets, name_starts = _voted_offsets(p, p.n_name_tok, *_trace_keys(p, p.n_var | 2))
+    bands = []
+    for d, start in list(zip(offsets, starts))[:CANDIDATES] + \
+            list(zip(name_offsets, name_starts))[:CANDIDATES]:
+        centers = _centers(p, keys, stride, d, start)
+        bands.append((_agreement(p, centers), d, centers))
+    paths: list[_Path] = []
+    for agreement, d, centers in bands:
+        # a band that agrees clearly less is not aligned; one inside a found path adds nothing
+        if agreement >= max(b[0] for b in bands) - 0.01 and not any(_covers(q, d) for q in paths):
+            paths.append(_banded_alignment(p, centers, d))
     if not paths:
         return None, [], []
     best = max(paths, key=lambda q: (q.score, -q.offset))
     rivals = [q for q in paths if q is not best and q.score >= best.score - 1e-9]
-    return best, rivals, offsets
+    return best, rivals, offsets + name_offsets
 
 
-def _trace_keys(p: _Problem) -> tuple[np.ndarray, int]:
-    """Sorted (token, position) keys of the kept trace kernels, for every variant in use."""
+def _voted_offsets(p: _Problem, n_tok: np.ndarray, keys: np.ndarray, stride: int
+                   ) -> tuple[list[int], list[int]]:
+    """Tied best offsets and, for each, the median ncu row whose pairs vote for it."""
+    exact, smooth, pair_d, pair_j = _offset_votes(p, n_tok, keys, stride)
+    offsets = _candidate_offsets((exact, smooth), len(n_tok), CANDIDATES + SHIFTS)
+    starts = []
+    for d in offsets[:CANDIDATES]:
+        support = pair_j[pair_d == d]
+        starts.append(int(np.median(support)) if len(support) else 0)
+    return offsets, starts
+
+
+def _agreement(p: _Problem, centers: np.ndarray) -> float:
+    """Share of ncu kernels with an equal token within ±2 of the band centre: a cheap
+    preview of how well a band will align."""
+    n = p.k_tok.shape[1]
+    cols = np.clip(centers[:, None] + np.arange(-2, 3)[None, :], 0, n - 1)
+    return float((p.k_tok[p.n_var[:, None], cols] == p.n_tok[:, None]).any(axis=1).mean())
+
+
+def _covers(path: _Path, offset: int) -> bool:
+    if len(path.j) == 0:
+        return False
+    drift = path.f - path.j
+    return int(drift.min()) - BAND <= offset <= int(drift.max()) + BAND
+
+
+def _trace_keys(p: _Problem, variants: np.ndarray) -> tuple[np.ndarray, int]:
+    """Sorted (token, position) keys of the known trace kernels, for the variants in use."""
     n = p.k_tok.shape[1]
     parts = []
-    for v in np.unique(p.n_var):
+    for v in np.unique(variants):
         tok = p.k_tok[v]
         ok = tok >= 0
         parts.append(tok[ok] * (n + 1) + np.flatnonzero(ok))
     return np.sort(np.concatenate(parts)), n + 1
 
 
-def _offset_votes(p: _Problem) -> tuple[np.ndarray, np.ndarray]:
+def _offset_votes(p: _Problem, n_tok: np.ndarray, keys: np.ndarray, stride: int
+                  ) -> tuple[np.ndarray, ...]:
     """Votes per offset d = f − j (index d + m − 1) from pairs of equal rare tokens, each
-    ncu kernel spreading one vote over its occurrences: exact, and summed over ±4 (drift)."""
-    keys, stride = _trace_keys(p)
+    ncu kernel spreading one vote over its occurrences: exact, and summed over ±4 (drift);
+    then the pairs' offsets and ncu rows (where an offset holds)."""
     t_tok, t_pos = keys // stride, keys % stride
-    m, n = len(p.n_tok), stride - 1
-    j_order = np.argsort(p.n_tok, kind="stable")
-    t_cnt, n_cnt, t_start, n_start = _common_tokens(t_tok, p.n_tok[j_order])
+    m, n = len(n_tok), stride - 1
+    j_order = np.argsort(n_tok, kind="stable")
+    t_cnt, n_cnt, t_start, n_start = _common_tokens(t_tok, n_tok[j_order])
     chosen, n_cnt = _rare_tokens(t_cnt, n_cnt, budget=8 * (n + m) + 1000)
     fi, ji, weight = _pairs(t_start[chosen], t_cnt[chosen], n_start[chosen], n_cnt[chosen])
     d = t_pos[fi] - j_order[ji]
@@ -277,7 +332,7 @@ def _offset_votes(p: _Problem) -> tuple[np.ndarray, np.ndarray]:
     window = np.cumsum(np.concatenate([[0.0], votes]))
     lo = np.clip(np.arange(len(votes)) - 4, 0, len(votes))
     hi = np.clip(np.arange(len(votes)) + 5, 0, len(votes))
-    return votes, window[hi] - window[lo]
+    return votes, window[hi] - window[lo], d, j_order[ji]
 
 
 def _rare_tokens(t_cnt: np.ndarray, n_cnt: np.ndarray, budget: int
@@ -332,23 +387,28 @@ def _candidate_offsets(votes: tuple[np.ndarray, np.ndarray], m: int, most: int) 
     return [c - (m - 1) for c in chosen]
 
 
-def _centers(p: _Problem, offset: int) -> np.ndarray:
-    """Band centre per ncu kernel: the running median of the offsets to the nearest
-    occurrence of its token around the voted diagonal, so slow drift is followed."""
-    from scipy.ndimage import median_filter
-
-    keys, stride = _trace_keys(p)
-    m, n = len(p.n_tok), stride - 1
-    straight = np.arange(m) + offset
-    target = np.clip(straight, 0, n - 1)
-    near = _nearest(keys, stride, p.n_tok, target)
-    ok = (near >= 0) & (np.abs(near - straight) <= SEARCH)
-    if not ok.any():
-        return np.maximum.accumulate(target)
-    rows = np.flatnonzero(ok)
-    size = min(31, len(rows) | 1)
-    smooth = median_filter((near[ok] - rows).astype(np.float64), size=size, mode="nearest")
-    centre = np.rint(np.arange(m) + np.interp(np.arange(m), rows, smooth))
+def _centers(p: _Problem, keys: np.ndarray, stride: int, offset: int, start: int
+             ) -> np.ndarray:
+    """Band centre per ncu kernel. From the row where the voted offset holds, block by block
+    forwards and then backwards, the offset is re-read as the median offset to the nearest
+    occurrence of each token around the current diagonal: insertions and deletions between
+    the runs make it drift, and the band follows."""
+    m, n, block = len(p.n_tok), stride - 1, 128
+    count = (m + block - 1) // block
+    offsets = np.zeros(count)
+    first = min(start // block, count - 1)
+    for blocks in (range(first, count), range(first - 1, -1, -1)):
+        current = float(offset if blocks.start == first else offsets[first])
+        for b in blocks:
+            rows = np.arange(b * block, min(m, (b + 1) * block))
+            target = np.clip(rows + int(round(current)), 0, n - 1)
+            near = _nearest(keys, stride, p.n_tok[rows], target)
+            ok = (near >= 0) & (np.abs(near - target) <= BAND)
+            if ok.sum() >= 3:
+                current = float(np.median(near[ok] - rows[ok]))
+            offsets[b] = current
+    middles = np.arange(count) * block + block / 2
+    centre = np.rint(np.arange(m) + np.interp(np.arange(m), middles, offsets))
     return np.maximum.accumulate(np.clip(centre, 0, n - 1).astype(np.int64))
 
 
@@ -378,53 +438,62 @@ def _band_scores(p: _Problem, centers: np.ndarray, j0: int, j1: int) -> np.ndarr
     return np.where(inside, scores, NEG)
 
 
-def _shifted(row: np.ndarray, by: int) -> np.ndarray:
-    """out[k] = row[k + by], NEG outside."""
-    out = np.full_like(row, NEG)
-    width = len(row)
-    if 0 <= by < width:
-        out[:width - by] = row[by:]
-    elif -width < by < 0:
-        out[-by:] = row[:width + by]
-    return out
-
-
-def _banded_alignment(p: _Problem, offset: int) -> _Path:
+def _banded_alignment(p: _Problem, centers: np.ndarray, offset: int) -> _Path:
     """Semi-global Needleman–Wunsch in a band: the trace before and after the slice is free,
-    every unpaired ncu kernel costs GAP, an unpaired trace kernel inside costs GAP, and a
-    jump over a block of trace kernels costs RESTART (steps: 0 pair, 1 ncu only, 2 trace
+    every unpaired ncu kernel costs GAP, an unpaired known trace kernel inside costs GAP, and
+    a jump over a block of trace kernels costs RESTART (steps: 0 pair, 1 ncu only, 2 trace
     only, 3 jump then pair)."""
-    centers = _centers(p, offset)
-    m, width = len(p.n_tok), 2 * BAND + 1
-    steps = np.zeros((m, width), dtype=np.int8)
-    best_col = np.zeros(m, dtype=np.int64)
-    row, ramp = np.zeros(width), np.arange(width) * GAP
+    m = len(p.n_tok)
+    row = _BandRow(m)
     for j0 in range(0, m, 2048):
         scores = _band_scores(p, centers, j0, min(m, j0 + 2048))
         for j in range(j0, min(m, j0 + 2048)):
-            row = _dp_row(row, j, centers, scores[j - j0], best_col, steps, ramp)
-    end = int(np.argmax(row))
-    pj, pf = _traceback(steps, centers, best_col, end)
-    return _Path(offset, float(row[end]), pj, pf)
+            row.advance(j, int(centers[j] - centers[j - 1]) if j else 0,
+                        int(centers[j]) - BAND, scores[j - j0])
+    end = int(np.argmax(row.current))
+    pj, pf = _traceback(row.steps, centers, row.best_col, end)
+    return _Path(offset, float(row.current[end]), pj, pf)
 
 
-def _dp_row(prev: np.ndarray, j: int, centers: np.ndarray, scores: np.ndarray,
-            best_col: np.ndarray, steps: np.ndarray, ramp: np.ndarray) -> np.ndarray:
-    if j == 0:
-        moves = np.stack([scores, np.full_like(scores, -GAP), np.full_like(scores, NEG)])
-    else:
-        shift = int(centers[j] - centers[j - 1])
-        first = centers[j] - BAND
-        jump = np.where(first + np.arange(len(prev)) > best_col[j - 1],
-                        prev.max() - RESTART + scores, NEG)
-        moves = np.stack([_shifted(prev, shift - 1) + scores, _shifted(prev, shift) - GAP, jump])
-    step = np.argmax(moves, axis=0)
-    here = moves[step, np.arange(len(prev))]
-    row = np.maximum.accumulate(here + ramp) - ramp
-    steps[j] = np.where(row > here + 1e-6, 2, np.where(step == 2, 3, step))
-    col = int(np.argmax(row))
-    best_col[j] = centers[j] - BAND + col
-    return row
+class _BandRow:
+    """One DP row at a time in preallocated buffers: the previous row sits in the middle
+    of a NEG-padded array so that its shifted views are slices (no copies per row)."""
+
+    def __init__(self, m: int) -> None:
+        width = 2 * BAND + 1
+        self.width, self.steps = width, np.zeros((m, width), dtype=np.int8)
+        self.best_col = np.zeros(m, dtype=np.int64)
+        self.padded = np.zeros(3 * width)  # the virtual row before the first: 0 everywhere
+        self.ramp = np.arange(width) * GAP
+        self.diag, self.up, self.here = np.empty(width), np.empty(width), np.empty(width)
+        self.best = NEG
+
+    @property
+    def current(self) -> np.ndarray:
+        return self.padded[self.width:2 * self.width]
+
+    def advance(self, j: int, shift: int, first: int, scores: np.ndarray) -> None:
+        w, padded = self.width, self.padded
+        if -w < shift - 1 and shift < w:
+            np.add(padded[w + shift - 1:2 * w + shift - 1], scores, out=self.diag)
+            np.subtract(padded[w + shift:2 * w + shift], GAP, out=self.up)
+        else:
+            self.diag.fill(NEG)
+            self.up.fill(NEG)
+        here = np.maximum(self.diag, self.up, out=self.here)
+        jump_from = max(int(self.best_col[j - 1]) - first + 1, 0) if j else w
+        if jump_from < w:
+            np.maximum(here[jump_from:], self.best - RESTART + scores[jump_from:],
+                       out=here[jump_from:])
+        row = np.maximum.accumulate(here + self.ramp) - self.ramp
+        step = (here != self.diag) * (1 + 2 * (here != self.up))
+        self.steps[j] = np.where(row > here + 1e-6, 2, step)
+        col = int(np.argmax(row))
+        self.best, self.best_col[j] = float(row[col]), first + col
+        if j == 0:
+            padded[:w] = NEG
+            padded[2 * w:] = NEG
+        padded[w:2 * w] = row
 
 
 def _traceback(steps: np.ndarray, centers: np.ndarray, best_col: np.ndarray,
@@ -701,10 +770,7 @@ def _prefer_by_duration(p: _Problem, t: _Side, n: _Side, best: _Path,
     trace kernel, durations pick one when they clearly agree better with it (mean deviation
     from the typical ncu/trace ratio ≤ 1.5× and 1.5× better than every other); the others
     stay as rivals. Alternatives pairing only identical kernels are dropped: equivalent."""
-    m = len(p.n_tok)
-    own = _identities(p, _partners(m, best.j, best.f))
-    differing = [a for a in alternatives
-                 if (own != _identities(p, _partners(m, a.j, a.f))).any()]
+    differing = [a for a in alternatives if _reads_differently(p, best, a)]
     if not differing:
         return best, []
     exact = p.k_tok[p.n_var[best.j], best.f] == p.n_tok[best.j]
@@ -728,16 +794,16 @@ def _duration_deviation(p: _Problem, t: _Side, n: _Side, path: _Path, median: fl
 
 def _drop_rivals(p: _Problem, n: _Side, best: _Path, rivals: list[_Path], pairs: _Pairs,
                  ambiguous: dict[int, str]) -> _Pairs:
-    """Where an alignment as good (and not beaten on durations) gives an ncu kernel another
+    """Where an alignment as good (and not beaten on durations) gives some ncu kernel another
     kind of trace kernel (e.g. same base name, other template arguments, while ncu printed
-    only the base), both candidates are ambiguous."""
+    only the base), it is a different reading of the export: every ncu kernel it pairs
+    elsewhere makes both candidates ambiguous."""
     m = len(p.n_tok)
     partner = _partners(m, best.j, best.f)
     flagged: set[int] = set()
-    for rival in rivals:
+    for rival in (r for r in rivals if _reads_differently(p, best, r)):
         other = _partners(m, rival.j, rival.f)
-        differs = _identities(p, partner) != _identities(p, other)
-        for j in np.flatnonzero(differs).tolist():
+        for j in np.flatnonzero(partner != other).tolist():
             for f in (int(partner[j]), int(other[j])):
                 if f >= 0:
                     q = int(p.keep[f])
@@ -754,6 +820,18 @@ def _partners(m: int, j: np.ndarray, f: np.ndarray) -> np.ndarray:
     return partner
 
 
+def _reads_differently(p: _Problem, a: _Path, b: _Path) -> bool:
+    """Whether two alignments give some ncu kernel, paired exactly in both, trace kernels of
+    another kind (full name or shape). Pairs that are variants in either are left out: the
+    export pins down neither candidate there (e.g. data-dependent grids of an iteration)."""
+    m = len(p.n_tok)
+    pa_, pb = _partners(m, a.j, a.f), _partners(m, b.j, b.f)
+    both = (pa_ >= 0) & (pb >= 0)
+    both[both] &= (p.k_tok[p.n_var[both], pa_[both]] == p.n_tok[both]) & \
+        (p.k_tok[p.n_var[both], pb[both]] == p.n_tok[both])
+    return bool((_identities(p, pa_)[both] != _identities(p, pb)[both]).any())
+
+
 def _identities(p: _Problem, partner: np.ndarray) -> np.ndarray:
     return np.where(partner >= 0, p.ident[p.keep[np.maximum(partner, 0)]], -1)
 
@@ -761,8 +839,10 @@ def _identities(p: _Problem, partner: np.ndarray) -> np.ndarray:
 def _scores(p: _Problem, t: _Side, n: _Side, pairs: _Pairs) -> np.ndarray:
     """0.5·name + 0.3·shape + 0.2·order, per accepted pair."""
     exact = p.tok[p.n_var[pairs.j], pairs.pos] == p.n_tok[pairs.j]
-    same_base = p.base[pairs.pos] == p.n_base[pairs.j]
-    name = np.where(exact, 1.0, np.where(same_base, 0.7, 0.5))
+    name = np.ones(len(exact))
+    for k in np.flatnonzero(~exact).tolist():  # variants only: few
+        name[k] = 0.8 * names.name_similarity(t.keys[t.name_idx[pairs.pos[k]]].base,
+                                              n.keys[n.name_idx[pairs.j[k]]].base)
     grid = (t.shape[pairs.pos, :3] == n.shape[pairs.j, :3]).all(axis=1).astype(np.float64)
     block = (t.shape[pairs.pos, 3:] == n.shape[pairs.j, 3:]).all(axis=1)
     return 0.5 * name + 0.15 * (grid + block) + 0.2 * _order_support(p, pairs)
@@ -810,5 +890,6 @@ def _result(t: _Side, n: _Side, out: _Outcome) -> pa.Table:
         "ncu_id": pa.array(ncu_ids, pa.int64(), mask=ncu_pos < 0),
         "match_status": pa.array(in_input_order(out.status).tolist(), pa.string()),
         "reason": pa.array(in_input_order(out.reason).tolist(), pa.string()),
-        "score": pa.array(in_input_order(out.score), pa.float64()),
+        "score": pa.array(in_input_order(out.score), pa.float64(),
+                          mask=in_input_order(out.status) != "matched"),
     })

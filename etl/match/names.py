@@ -66,14 +66,14 @@ def family_of(base: str | None) -> str | None:
     return _DIGITS.sub("#", base) if base else None
 
 
-def words(name: str | None) -> frozenset[str]:
-    """Lower-case alphabetic and numeric words of the base, for similarity of variants."""
-    base = keys_of(name).base or ""
-    return frozenset(w.lower() for w in _WORDS.findall(base))
+def words(base: str | None) -> frozenset[str]:
+    """Lower-case alphabetic and numeric words of a base name (`ampere_sgemm_128x64_nn` →
+    ampere, sgemm, 128, x, 64, nn)."""
+    return frozenset(w.lower() for w in _WORDS.findall(base or ""))
 
 
 def name_similarity(a: str | None, b: str | None) -> float:
-    """Jaccard similarity of the words of two bases (1.0 when the bases are equal)."""
+    """Jaccard similarity of the words of two base names (1.0 when they are equal)."""
     wa, wb = words(a), words(b)
     if not wa or not wb:
         return 0.0
@@ -91,10 +91,9 @@ def strip_parameters(name: str) -> str:
 
 def mangled_base(symbol: str) -> str | None:
     """The function's own source name in an Itanium symbol (`_ZN2at6native6kernelIiEEvT_`
-    → `kernel`): the last <length><name> of the leading (nested) name."""
-    i = 2
-    if symbol.startswith("L", i):  # internal linkage
-        i += 1
+    → `kernel`, `_ZNSt6vectorIiE4sizeEv` → `size`): the last <length><name> of its leading
+    (nested) name, template arguments of enclosing classes skipped."""
+    i = 3 if symbol.startswith("_ZL") else 2  # L: internal linkage
     nested = symbol.startswith("N", i)
     i += nested
     while i < len(symbol) and symbol[i] in "rVKRO":  # cv- and ref-qualifiers of methods
@@ -103,22 +102,39 @@ def mangled_base(symbol: str) -> str | None:
     while i < len(symbol):
         if symbol.startswith("St", i):  # ::std::
             i += 2
-            continue
-        if symbol[i] == "S":  # substitution of an earlier prefix: S_, S0_, ...
-            end = symbol.find("_", i)
-            if end < 0:
+        elif symbol[i] == "S":  # substitution of an earlier prefix: S_, S0_, ...
+            i = symbol.find("_", i) + 1 or len(symbol)
+        elif symbol[i] == "I" and nested:
+            i = _after_template_arguments(symbol, i)
+        elif (digits := _DIGITS.match(symbol, i)) is not None:
+            start = digits.end()
+            last, i = symbol[start:start + int(digits.group())], start + int(digits.group())
+            if not nested:
                 break
-            i = end + 1
-            continue
-        digits = _DIGITS.match(symbol, i)
-        if digits is None:
-            break
-        length = int(digits.group())
-        start = digits.end()
-        last, i = symbol[start:start + length], start + length
-        if not nested:
+        else:
             break
     return last or None
+
+
+def _after_template_arguments(symbol: str, i: int) -> int:
+    """Index after the I...E block starting at i (nested names, function types, packs and
+    expressions inside close with E too; literals L...E and source names are skipped)."""
+    depth = 0
+    while i < len(symbol):
+        ch = symbol[i]
+        if ch in "INFJX":
+            depth, i = depth + 1, i + 1
+        elif ch == "E":
+            depth, i = depth - 1, i + 1
+            if depth == 0:
+                return i
+        elif ch == "L":
+            i = symbol.find("E", i) + 1 or len(symbol)
+        elif (digits := _DIGITS.match(symbol, i)) is not None:
+            i = digits.end() + int(digits.group())
+        else:
+            i += 1
+    return i
 
 
 def _full_key(head: str) -> str | None:
