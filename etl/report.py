@@ -28,12 +28,18 @@ def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
             bar.update(task, advance=1, description=result.run_name)
             # one line each, never wrapped: users grep these and tests count them
             for line in result.warnings:
-                console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
-            if result.error:
-                console.print(f"error: {result.error}", markup=False, highlight=False,
+                console.print(f"warning: {_one_line(line)}", markup=False, highlight=False,
                               soft_wrap=True)
+            if result.error:
+                console.print(f"error: {_one_line(result.error)}", markup=False,
+                              highlight=False, soft_wrap=True)
 
         yield advance
+
+
+def _one_line(text: str) -> str:
+    """Names may hold newlines and control characters: escape them, one message one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def summary(results: list[RunResult]) -> None:

@@ -40,7 +40,7 @@ def find_run_folders(paths: list[Path]) -> list[Path]:
         if not path.is_dir():
             raise RunError(f"{path}: not a folder; pass a run folder or a folder of run folders")
         if _is_run_folder(path):
-            folders.append(path)
+            folders.append(path.resolve())  # `etl ingest .` names the run after the folder
         else:
             folders.extend(sorted(p for p in path.iterdir() if p.is_dir()
                                   and not p.name.startswith(".")))
@@ -76,7 +76,8 @@ def _claims_trace(path: Path) -> bool:
 def scan(path: Path) -> RunFolder:
     """Classify every file under the run folder (recursively, symlink loops refused)."""
     run = RunFolder(path.name, path)
-    for file in _walk(path):
+    others: list[Path] = []
+    for file in _walk(path, others):
         rel = str(file.relative_to(path))
         if file.name == RUN_TOML and file.parent == path:
             run.run_toml = file
@@ -89,10 +90,21 @@ def scan(path: Path) -> RunFolder:
             run.ncu.append(file)
         else:
             run.skipped.append((rel, "not a recognised profiler output"))
+    _not_regular(run, others)
     return run
 
 
-def _walk(root: Path) -> list[Path]:
+def _not_regular(run: RunFolder, others: list[Path]) -> None:
+    """Dangling symlinks and special files: refused if they claim a trace, else skipped."""
+    for entry in others:
+        what = "dangling or looping symlink" if entry.is_symlink() else "not a regular file"
+        if _claims_trace(entry) or entry.name.endswith(".ncu-rep"):
+            raise InputError(entry, what, None, "restore the file it points to, or remove it")
+        run.skipped.append((str(entry.relative_to(run.path)), what))
+
+
+def _walk(root: Path, others: list[Path]) -> list[Path]:
+    """Regular files under root; everything else (dangling symlinks, fifos) into `others`."""
     files: list[Path] = []
     seen: set[tuple[int, int]] = set()
     stack = [root]
@@ -108,16 +120,19 @@ def _walk(root: Path) -> list[Path]:
         except OSError as exc:
             raise InputError(str(folder), f"cannot list folder ({exc.strerror})") from None
         for entry in entries:
-            _classify_entry(entry, files, stack)
+            _classify_entry(entry, files, stack, others)
     return sorted(files)
 
 
-def _classify_entry(entry: Path, files: list[Path], stack: list[Path]) -> None:
+def _classify_entry(entry: Path, files: list[Path], stack: list[Path],
+                    others: list[Path]) -> None:
     try:
         if entry.is_dir():
             stack.append(entry)
         elif entry.is_file():
             files.append(entry)
+        else:
+            others.append(entry)
     except OSError as exc:  # ELOOP on a self-referencing symlink
         raise InputError(str(entry), f"cannot follow ({exc.strerror})", None,
                          "remove the broken or looping symlink") from None
@@ -141,8 +156,10 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
     tags = doc.get("tags", [])
     if not all(isinstance(t, str) for t in tags):
         raise InputError(path, "tags must be a list of strings", "key tags", "quote each tag")
-    if "batch_size" in doc and doc["batch_size"] <= 0:
-        raise InputError(path, "batch_size must be positive", "key batch_size")
+    for key in ("batch_size", "sm_count"):
+        if key in doc and not 0 < doc[key] < (1 << 31):
+            raise InputError(path, f"{key} must be positive (an integer below 2^31)",
+                             f"key {key}", "fix the value")
     return doc, text
 
 

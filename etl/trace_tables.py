@@ -202,8 +202,11 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
     _flag_orphans(gpu, launch, anomalies)
     has = launch != link.NONE
     safe = np.maximum(launch, 0)
-    op_row = np.where(has, links.op[safe], link.NONE)
-    layer_row = np.where(has, links.layer[safe], link.NONE)
+    if len(links.op) == 0:  # no host events at all (a CUDA-activity-only profile)
+        op_row = layer_row = np.full(len(launch), link.NONE, dtype=np.int64)
+    else:
+        op_row = np.where(has, links.op[safe], link.NONE)
+        layer_row = np.where(has, links.layer[safe], link.NONE)
     names = host["name"].combine_chunks()
     return pa.table({
         "kernel_id": gpu["event_id"], "kind": gpu["kind"], "category": gpu["category"],

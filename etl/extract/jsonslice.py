@@ -38,6 +38,17 @@ class Truncated(Exception):
 
 
 @dataclass
+class Malformed(Exception):
+    """The input is complete but not valid JSON at `offset` (not a truncation)."""
+
+    offset: int
+    message: str
+
+
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+@dataclass
 class Sliced(Generic[T]):
     kind: str        # "items" (a decoded slice) or "header" (the object without the array)
     value: T | bytes
@@ -159,9 +170,23 @@ class ArraySlicer(Generic[T]):
     def _salvage(self) -> Iterator[Sliced[T]]:
         """No closing found: hand out the complete events left, then report the cut."""
         self._base -= 1  # _last stepped over _buf[0], which _cut still expects
+        self._refuse_if_malformed()
         while (cut := self._cut()) is not None:
             yield cut
         raise Truncated(self._base)
+
+    def _refuse_if_malformed(self) -> None:
+        """A document that ends inside the array is truncated; one that breaks the JSON
+        grammar before its end (NaN, garbage, trailing bytes) is malformed, not cut."""
+        try:
+            msgspec.json.decode(b"[" + bytes(self._buf[1:]))
+        except msgspec.DecodeError as exc:
+            message = str(exc)
+            if "truncated" in message.lower():
+                return
+            match = _BYTE.search(message)
+            where = self._base + int(match.group(1)) if match else self._base
+            raise Malformed(where, _BYTE.sub("", message).strip()) from None
 
     def _closes(self, tail: bytes) -> bool:
         if not self._prefix:

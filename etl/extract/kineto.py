@@ -25,7 +25,7 @@ import msgspec
 import pyarrow as pa
 
 from etl.errors import InputError
-from etl.extract.jsonslice import ArraySlicer, NotStreamable, Truncated
+from etl.extract.jsonslice import ArraySlicer, Malformed, NotStreamable, Truncated
 from etl.extract.rawio import BlockReader, read_all
 from etl.extract.timeconv import us_texts_to_ns
 
@@ -118,7 +118,7 @@ def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
     With `salvage`, a file that ends early keeps its complete events (truncated = True).
     """
     reader = BlockReader(path, salvage)
-    state = _SliceState()
+    state = _SliceState(path)
     header: bytes | None = None
     try:
         for piece in ArraySlicer(iter(reader), b"traceEvents", state.decode, slice_bytes):
@@ -130,9 +130,14 @@ def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
         if not salvage:
             raise _truncated(path, cut.offset) from None
         state.truncated = True
+    except Malformed as bad:
+        raise InputError(path, f"not valid JSON ({bad.message})", f"byte {bad.offset}",
+                         "check that the file is a PyTorch profiler trace") from None
     except msgspec.DecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc})", None,
                          "check that the file is a PyTorch profiler trace") from None
+    if header == b"{}" and state.with_phase == 0:
+        raise NotATrace("JSON array without trace events (no event has a ph)")
     return state.finish(path, _header_fields(header), reader.truncated)
 
 
@@ -147,19 +152,25 @@ def _truncated(path: Path, offset: int) -> InputError:
 class _SliceState:
     """Accumulates decoded slices; event ids continue across slices."""
 
+    path: Path
     batches: list[pa.Table] = field(default_factory=list)
     anomalies: list[Anomaly] = field(default_factory=list)
     count: int = 0
+    with_phase: int = 0
     truncated: bool = False
 
     def decode(self, text: bytes | memoryview, offset: int) -> int:
         _, lenient, typed = _decoders()
         try:
-            events = typed.decode(text)
+            events = _guarded(self.path, offset, typed.decode, text)
             cols = _typed_columns(events, self.count)
+            self.with_phase += sum(1 for ev in events if ev.ph is not None)
         except msgspec.ValidationError:
-            events = lenient.decode(text)
+            events = _guarded(self.path, offset, lenient.decode, text)
             cols = _lenient_columns(events, self.count, self.anomalies)
+            self.with_phase += sum(1 for ev in events if isinstance(ev, dict) and "ph" in ev)
+        except UnicodeDecodeError as exc:
+            return self.decode(_replace_invalid_utf8(text, offset, exc, self.anomalies), offset)
         self.count += len(events)
         self.batches.append(_batch(cols, self.anomalies))
         return len(events)
@@ -170,6 +181,23 @@ class _SliceState:
         trace = _finish(path, events, self.count, header, self.anomalies)
         trace.truncated = self.truncated or gzip_cut
         return trace
+
+
+def _guarded(path: Path, offset: int, decode: Any, text: bytes | memoryview) -> Any:
+    """Decode, turning msgspec's RecursionError on absurd nesting into one clear line."""
+    try:
+        return decode(text)
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply to be a trace", f"after byte {offset}",
+                         "check that the file is a PyTorch profiler trace") from None
+
+
+def _replace_invalid_utf8(text: bytes | memoryview, offset: int, exc: UnicodeDecodeError,
+                          anomalies: list[Anomaly]) -> bytes:
+    """Names with bytes that are not UTF-8 are kept, with U+FFFD in place, and flagged."""
+    anomalies.append(("invalid_utf8", None, f"bytes that are not UTF-8 near byte "
+                      f"{offset + exc.start}; replaced with U+FFFD in names"))
+    return bytes(text).decode("utf-8", "replace").encode("utf-8")
 
 
 def _header_fields(header: bytes | None) -> tuple[Any, Any, Any]:
@@ -185,17 +213,26 @@ def _read_whole(path: Path, data: bytes) -> KinetoTrace:
         raise InputError(path, "file is empty", None, "re-export the trace from the profiler")
     typed, lenient, _ = _decoders()
     try:
-        doc = typed.decode(data)
+        doc = _guarded(path, 0, typed.decode, data)
+    except UnicodeDecodeError as exc:
+        anomalies: list[Anomaly] = []
+        trace = _read_whole(path, _replace_invalid_utf8(data, 0, exc, anomalies))
+        trace.anomalies[:0] = anomalies
+        return trace
     except msgspec.ValidationError:
-        return _read_lenient(path, _decode_any(path, data, lenient))
+        return _read_lenient(path, _guarded(path, 0, _decode_any_of(path, lenient), data))
     except msgspec.DecodeError as exc:
         raise _decode_error(path, data, exc) from None
     events = doc if isinstance(doc, list) else doc.traceEvents
     header = (None, None, None) if isinstance(doc, list) else (
         doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
-    anomalies: list[Anomaly] = []
-    table = _batch(_typed_columns(events, 0), anomalies)
-    return _finish(path, table, len(events), header, anomalies)
+    found: list[Anomaly] = []
+    table = _batch(_typed_columns(events, 0), found)
+    return _finish(path, table, len(events), header, found)
+
+
+def _decode_any_of(path: Path, decoder: msgspec.json.Decoder) -> Any:
+    return lambda data: _decode_any(path, data, decoder)
 
 
 def _decode_any(path: Path, data: bytes, decoder: msgspec.json.Decoder) -> Any:
@@ -329,7 +366,12 @@ def _lenient_event(cols: SourceColumns, i: int, ev: Any,
     if not isinstance(ev, dict):
         anomalies.append(("malformed_event", i, f"event is a {type(ev).__name__}, not an object"))
         return
-    if ev.get("ph") not in _KEPT_PHASES:
+    phase = ev.get("ph")
+    if phase is not None and not isinstance(phase, str):
+        anomalies.append(("malformed_event", i, f"ph {str(phase)[:40]!r} is not a string; "
+                          "the event is not read"))
+        return
+    if phase not in _KEPT_PHASES:
         return
     _append_common(cols, i, ev.get("ph"), _text(ev.get("cat")), _text(ev.get("name")),
                    ev.get("pid"), ev.get("tid"))
@@ -387,28 +429,61 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     """One slice's columns as Arrow, with exact ns times and normalised arguments."""
     ids = cols.event_id
     args = {c: _normalise_arg(c, v, ids, anomalies) for c, v in cols.args.items()}
-    grid, block = _dims(args["grid"]), _dims(args["block"])
+    grid, block = _dims("grid", args["grid"], ids, anomalies), _dims("block", args["block"],
+                                                                      ids, anomalies)
+    ints = {c: _int_column(c, args[c], ids, anomalies) for c in ARG_COLUMNS}
     return pa.table({
         "event_id": pa.array(ids, pa.int64()), "ph": pa.array(cols.ph, pa.string()),
         "category": pa.array(cols.cat, pa.string()), "name": pa.array(cols.name, pa.string()),
         "ts_ns": _times("ts", cols.ts_text, ids, anomalies),
         "dur_ns": _times("dur", cols.dur_text, ids, anomalies),
         "pid": pa.array(cols.pid, pa.string()), "tid": pa.array(cols.tid, pa.string()),
-        "correlation_id": pa.array(args["correlation"], pa.int64()),
-        "external_id": pa.array(args["external_id"], pa.int64()),
-        "device_id": pa.array(args["device"], pa.int64()),
-        "stream_id": pa.array(args["stream"], pa.int64()),
+        "correlation_id": ints["correlation"], "external_id": ints["external_id"],
+        "device_id": ints["device"], "stream_id": ints["stream"],
         "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
         "block_x": block[0], "block_y": block[1], "block_z": block[2],
-        "registers_per_thread": pa.array(args["registers_per_thread"], pa.int64()),
-        "shared_memory_bytes": pa.array(args["shared_memory_bytes"], pa.int64()),
-        "bytes": pa.array(args["bytes"], pa.int64()),
+        "registers_per_thread": ints["registers_per_thread"],
+        "shared_memory_bytes": ints["shared_memory_bytes"], "bytes": ints["bytes"],
     })
 
 
-def _dims(values: list[Any]) -> list[pa.Array]:
-    return [pa.array([v[axis] if v is not None and len(v) == 3 else None for v in values],
-                     pa.int64()) for axis in range(3)]
+# device ids become int32 columns; everything else int64
+_RANGES = {"device": (-(1 << 31), (1 << 31) - 1)}
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int_column(column: str, values: list[Any], ids: list[int], anomalies: list[Anomaly]
+                ) -> pa.Array:
+    """An int64 column; a value out of range is NULL with an anomaly, never an error."""
+    low, high = _RANGES.get(column, _INT64)
+    if column not in _RANGES:
+        try:
+            return pa.array(values, pa.int64())
+        except (OverflowError, pa.ArrowInvalid):
+            pass
+    out = []
+    for value, event_id in zip(values, ids):
+        if value is not None and not low <= value <= high:
+            anomalies.append(("bad_argument", event_id, f"args {column} = {value} is out of "
+                              "range; stored as NULL"))
+            value = None
+        out.append(value)
+    return pa.array(out, pa.int64())
+
+
+def _dims(column: str, values: list[Any], ids: list[int], anomalies: list[Anomaly]
+          ) -> list[pa.Array]:
+    """x, y, z columns; a list that is not three in-range integers is NULL and flagged."""
+    clean: list[Any] = []
+    for value, event_id in zip(values, ids):
+        if value is not None and (len(value) != 3 or not all(
+                _INT64[0] <= v <= _INT64[1] for v in value)):
+            anomalies.append(("bad_argument", event_id, f"args {column} = {str(value)[:60]} "
+                              "is not three int64 values; stored as NULL"))
+            value = None
+        clean.append(value)
+    return [pa.array([v[axis] if v is not None else None for v in clean], pa.int64())
+            for axis in range(3)]
 
 
 def _times(column: str, texts: list[bytes], ids: list[int], anomalies: list[Anomaly]

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 # start like a JSON number to take the fast path.
 _FIRST_CHAR = r"^[-0-9]$"
 _NUMBER = re.compile(rb"^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$")
-_INT64_MAX = (1 << 63) - 1
+# beyond 2^62 ns (146 years) a value is garbage, and ts + dur could overflow int64 in SQL
+_NS_LIMIT = 1 << 62
 
 
 @dataclass
@@ -62,7 +63,11 @@ def _plain_to_ns(strings: pa.Array) -> pa.Int64Array:
         raise pa.ArrowInvalid("a value does not start like a plain number")
     dec = pc.cast(cleaned, pa.decimal128(24, 3))
     scaled = pc.multiply(dec, pa.scalar(decimal.Decimal(1000), pa.decimal128(4, 0)))
-    return pc.cast(scaled, pa.int64())
+    ns = pc.cast(scaled, pa.int64())
+    largest = pc.max(pc.abs(ns)).as_py()
+    if largest is not None and largest > _NS_LIMIT:
+        raise pa.ArrowInvalid("a value is out of range")
+    return ns
 
 
 def _slow_path(texts: Sequence[bytes]) -> Converted:
@@ -76,7 +81,7 @@ def _slow_path(texts: Sequence[bytes]) -> Converted:
 
 
 def _one(raw: bytes, index: int, result: Converted) -> int | None:
-    if not raw:
+    if not raw or raw == b"null":  # JSON null is absent, as in the lenient decoder
         return None
     if not _NUMBER.match(raw):
         result.problems.append((index, f"not a number: {raw[:40]!r}"))
@@ -85,7 +90,7 @@ def _one(raw: bytes, index: int, result: Converted) -> int | None:
     ns = int(exact.to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
     if ns != exact:
         result.rounded.append(index)
-    if abs(ns) > _INT64_MAX:
+    if abs(ns) > _NS_LIMIT:
         result.problems.append((index, f"out of range: {raw[:40]!r}"))
         return None
     return ns
