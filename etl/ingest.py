@@ -125,7 +125,7 @@ def _hash_inputs(run: RunFolder) -> dict[str, str]:
 
 
 def _unchanged(warehouse: Warehouse, name: str, run_id: str) -> bool:
-    runs = warehouse.read_runs().to_pylist()
+    runs = warehouse.read_runs(["run_id", "extractor_version"]).to_pylist()
     return any(r["run_name"] == name and r["run_id"] == run_id
                and r["extractor_version"] == extractor_version() for r in runs)
 

@@ -200,13 +200,7 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
         anomalies.append(("duplicate_correlation", int(ids[row]),
                           "a second launch call with the same correlation id; the first is used"))
     _flag_orphans(gpu, launch, anomalies)
-    has = launch != link.NONE
-    safe = np.maximum(launch, 0)
-    if len(links.op) == 0:  # no host events at all (a CUDA-activity-only profile)
-        op_row = layer_row = np.full(len(launch), link.NONE, dtype=np.int64)
-    else:
-        op_row = np.where(has, links.op[safe], link.NONE)
-        layer_row = np.where(has, links.layer[safe], link.NONE)
+    op_row, layer_row = _at(links.op, launch), _at(links.layer, launch)
     names = host["name"].combine_chunks()
     return pa.table({
         "kernel_id": gpu["event_id"], "kind": gpu["kind"], "category": gpu["category"],
@@ -215,12 +209,19 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
         "correlation_id": gpu["correlation_id"], "external_id": gpu["external_id"],
         **{c: gpu[c] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                                "registers_per_thread", "shared_memory_bytes", "bytes")},
-        "launch_event_id": _opt(np.where(has, ids[safe], link.NONE)),
-        "op_event_id": _opt(np.where(op_row != link.NONE, ids[np.maximum(op_row, 0)], link.NONE)),
+        "launch_event_id": _opt(_at(ids, launch)),
+        "op_event_id": _opt(_at(ids, op_row)),
         "op_name": _take_names(names, op_row),
         "layer": _take_names(names, layer_row),
-        "iteration": _opt(np.where(has, host_iter[safe], link.NONE)),
+        "iteration": _opt(_at(host_iter, launch)),
     })
+
+
+def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values[rows] where rows != NONE, else NONE (also when there are no host events)."""
+    if len(values) == 0:
+        return np.full(len(rows), link.NONE, dtype=np.int64)
+    return np.where(rows != link.NONE, values[np.maximum(rows, 0)], link.NONE)
 
 
 def _launch_rows(host: pa.Table) -> np.ndarray:

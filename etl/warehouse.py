@@ -101,14 +101,29 @@ class Warehouse:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    def read_runs(self) -> pa.Table:
-        """The current `runs` rows: the highest publish sequence of each run name."""
-        import pyarrow as pa
+    def read_runs(self, columns: list[str] | None = None) -> pa.Table:
+        """The current `runs` rows: the highest publish sequence of each run name.
 
-        rows = [t for t in map(_read_if_present, self._publish_dirs()) if t is not None]
-        if not rows:
-            return empty_table("runs")
-        table = pa.concat_tables([conform("runs", t) for t in rows])
+        One multi-threaded scan of every data/*/runs.parquet (only `columns`, plus the two
+        the choice needs); a folder garbage-collected during the scan makes it start over.
+        """
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        schema = table_schema("runs").arrow()
+        wanted = None if columns is None else sorted(set(columns) | {"run_name", "publish_seq"})
+        for _ in range(5):
+            files = [str(d / "runs.parquet") for d in self._publish_dirs()]
+            try:
+                table = ds.dataset(files, schema=schema, format="parquet").to_table(
+                    columns=wanted)
+                break
+            except (FileNotFoundError, OSError):
+                continue
+        else:
+            raise WarehouseError(f"{self.data}: publish folders keep disappearing; retry")
+        if table.num_rows == 0:
+            return table
         table = table.sort_by([("run_name", "ascending"), ("publish_seq", "descending")])
         names = table["run_name"].to_pylist()
         keep = [i for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
@@ -134,7 +149,7 @@ class Warehouse:
         publish_id = runs_row["publish_id"][0].as_py()
         name = runs_row["run_name"][0].as_py()
         with self.publish_lock():
-            previous = self.read_runs()
+            previous = self.read_runs(["publish_id"])
             seq = self._next_sequence()
             row = runs_row.set_column(runs_row.schema.get_field_index("publish_seq"),
                                       "publish_seq", pa.array([seq], pa.int64()))
@@ -143,7 +158,9 @@ class Warehouse:
             os.rename(staged, self.data / publish_id)
             _fsync_dir(self.data)
             self._supersede(previous, name)
-            self._collect_garbage()
+            others = [p for n, p in zip(previous["run_name"].to_pylist(),
+                                        previous["publish_id"].to_pylist()) if n != name]
+            self._collect_garbage({publish_id, *others})
 
     def _next_sequence(self) -> int:
         current = int(self.sequence.read_text()) if self.sequence.exists() else 0
@@ -158,9 +175,8 @@ class Warehouse:
             if row["run_name"] == name and (self.data / row["publish_id"]).exists():
                 os.utime(self.data / row["publish_id"])
 
-    def _collect_garbage(self) -> None:
+    def _collect_garbage(self, live: set[str]) -> None:
         """Delete folders that are not current and were superseded over the grace ago."""
-        live = set(self.read_runs()["publish_id"].to_pylist())
         now = time.time()
         for folder in self._publish_dirs():
             if folder.name not in live and now - folder.stat().st_mtime > GRACE_SECONDS:
@@ -169,16 +185,6 @@ class Warehouse:
             pid = _staging_pid(folder.name)
             if (pid is None or not _alive(pid)) and now - folder.stat().st_mtime > 60:
                 shutil.rmtree(folder, ignore_errors=True)
-
-
-def _read_if_present(folder: Path) -> pa.Table | None:
-    """A publish folder's runs row; None if it was garbage-collected meanwhile."""
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(folder / "runs.parquet")
-    except (FileNotFoundError, OSError):
-        return None
 
 
 def _staging_pid(name: str) -> int | None:

@@ -179,7 +179,7 @@ class ArraySlicer(Generic[T]):
         """A document that ends inside the array is truncated; one that breaks the JSON
         grammar before its end (NaN, garbage, trailing bytes) is malformed, not cut."""
         try:
-            msgspec.json.decode(b"[" + bytes(self._buf[1:]))
+            msgspec.json.decode(_utf8(b"[" + bytes(self._buf[1:])))
         except msgspec.DecodeError as exc:
             message = str(exc)
             if "truncated" in message.lower():
@@ -194,9 +194,19 @@ class ArraySlicer(Generic[T]):
         return _decodes(b'{"traceEvents": []' + tail)
 
 
+def _utf8(text: bytes) -> bytes:
+    """Bytes that are not UTF-8 replaced: structure probes judge JSON syntax only (names
+    with such bytes are kept and flagged by the decoder)."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return text.decode("utf-8", "replace").encode("utf-8")
+    return text
+
+
 def _decodes(text: bytes) -> bool:
     try:
-        msgspec.json.decode(text)
+        msgspec.json.decode(_utf8(text))
     except msgspec.DecodeError:
         return False
     return True

@@ -477,7 +477,7 @@ def _dims(column: str, values: list[Any], ids: list[int], anomalies: list[Anomal
     clean: list[Any] = []
     for value, event_id in zip(values, ids):
         if value is not None and (len(value) != 3 or not all(
-                _INT64[0] <= v <= _INT64[1] for v in value)):
+                type(v) is int and _INT64[0] <= v <= _INT64[1] for v in value)):
             anomalies.append(("bad_argument", event_id, f"args {column} = {str(value)[:60]} "
                               "is not three int64 values; stored as NULL"))
             value = None

@@ -266,10 +266,10 @@ def test_tables_match_schemas_and_keys_are_unique() -> None:
         assert export.kernels.schema.equals(ncu_schema("ncu_kernels"))
         assert export.metrics.schema.equals(ncu_schema("ncu_metrics"))
         for table, name in ((export.kernels, "ncu_kernels"), (export.metrics, "ncu_metrics")):
-            extra = {"run_id": pa.array(["r"] * table.num_rows),
-                     "ncu_source_id": pa.array([0] * table.num_rows, pa.int32())}
-            conform(name, table.append_column("run_id", extra["run_id"]).append_column(
-                "ncu_source_id", extra["ncu_source_id"]))
+            n = table.num_rows
+            conform(name, table.append_column("run_id", pa.array(["r"] * n))
+                    .append_column("publish_id", pa.array(["p"] * n))
+                    .append_column("ncu_source_id", pa.array([0] * n, pa.int32())))
         ids = export.kernels.column("ncu_id").to_pylist()
         assert len(ids) == len(set(ids)) and None not in ids
         keys = list(zip(*export.metrics.select(["ncu_id", "metric_name"]).to_pydict().values()))
