@@ -27,17 +27,14 @@ from etl.ncu_catalog import (
     quantity_order,
 )
 
+from tests.conftest import corpus_path
+
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "ncu"
 
 
 def corpus_file(name: str) -> Path:
-    path = CORPUS / "ncu" / name
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"corpus missing at {path}: CI must have ../shared beside the checkout")
-        pytest.skip(f"corpus not available at {path}")
-    return path
+    return corpus_path("ncu", name)  # fails instead of skipping when CI=true
 
 
 # ---- a tiny export, worked by hand -------------------------------------------------------

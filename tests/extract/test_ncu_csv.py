@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from etl.extract.ncu_common import (
 )
 from etl.schema import conform
 
+from tests.conftest import corpus_path
+
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "ncu"
 
@@ -40,12 +41,7 @@ FIXTURES = ["raw_page_2023_a100.csv", "raw_page_2020_v100.csv", "details_2024_ru
 
 
 def corpus_file(name: str) -> Path:
-    path = CORPUS / "ncu" / name
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"corpus missing at {path}: CI must have ../shared beside the checkout")
-        pytest.skip(f"corpus not available at {path}")
-    return path
+    return corpus_path("ncu", name)  # fails instead of skipping when CI=true
 
 
 def only(exports: list[NcuExport]) -> NcuExport:

@@ -22,6 +22,8 @@ from etl.extract.ncu_common import (
 )
 from etl.ncu_catalog import arch_entry, kernel_levels, level_names
 
+from tests.conftest import corpus_path
+
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "ncu"
 
@@ -38,12 +40,7 @@ REPORTS = {
 
 
 def corpus_file(name: str) -> Path:
-    path = CORPUS / "ncu" / name
-    if not path.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"corpus missing at {path}: CI must have ../shared beside the checkout")
-        pytest.skip(f"corpus not available at {path}")
-    return path
+    return corpus_path("ncu", name)  # fails instead of skipping when CI=true
 
 
 def api() -> Any:
