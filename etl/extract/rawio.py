@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from collections.abc import Iterator
 
 from etl.errors import InputError
@@ -22,9 +22,16 @@ def is_gzip(path: Path) -> bool:
 
 
 def inflate_cap(path: Path) -> int:
-    """Largest decompressed size accepted for `path` (env ETL_MAX_INFLATE_RATIO overrides)."""
-    ratio = int(os.environ.get("ETL_MAX_INFLATE_RATIO", DEFAULT_MAX_INFLATE_RATIO))
-    return max(DEFAULT_MIN_INFLATE_CAP, ratio * path.stat().st_size)
+    """Largest decompressed size accepted for `path`.
+
+    Default: 1000x the compressed size, at least 1 GiB. ETL_MAX_INFLATE_RATIO, when set,
+    is the whole rule (no floor), so it can lower the cap as well as raise it.
+    """
+    configured = os.environ.get("ETL_MAX_INFLATE_RATIO")
+    size = path.stat().st_size
+    if configured:
+        return int(configured) * size
+    return max(DEFAULT_MIN_INFLATE_CAP, DEFAULT_MAX_INFLATE_RATIO * size)
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
@@ -65,30 +72,45 @@ class BlockReader:
             yield from self._inflate(fh)
 
     def _inflate(self, fh: BinaryIO) -> Iterator[bytes]:
+        """Inflate every member, at most BLOCK_BYTES of output per call, so a bomb is
+        refused after at most one block beyond the cap."""
         from isal import isal_zlib
 
         cap, produced = inflate_cap(self.path), 0
         inflater = isal_zlib.decompressobj(wbits=31)
-        while chunk := fh.read(BLOCK_BYTES):
-            while chunk:
-                try:
-                    out = inflater.decompress(chunk)
-                except isal_zlib.error as exc:  # type: ignore[misc]
-                    raise InputError(self.path, f"corrupt gzip data ({exc})",
-                                     f"compressed byte {fh.tell()}",
-                                     "re-copy the file from where the profiler wrote it") from None
-                produced += len(out)
-                if produced > cap:
-                    raise InputError(self.path, f"gzip inflates beyond {cap} bytes (a gzip "
-                                     "bomb?)", f"compressed byte {fh.tell()}",
-                                     "raise ETL_MAX_INFLATE_RATIO if the file is a genuine "
-                                     "trace") from None
+        pending, full, finished = b"", False, False
+        while True:
+            if not pending and not full:
+                pending = fh.read(BLOCK_BYTES)
+                if not pending:
+                    break
+            out = self._decompress(inflater, pending, fh.tell())
+            full = len(out) == BLOCK_BYTES  # more output may wait without more input
+            produced += len(out)
+            if produced > cap:
+                raise InputError(self.path, f"gzip inflates beyond {cap} bytes (a gzip bomb?)",
+                                 f"compressed byte {fh.tell()}", "raise ETL_MAX_INFLATE_RATIO "
+                                 "if the file is a genuine trace") from None
+            if out:
                 yield out
-                chunk = inflater.unused_data if inflater.eof else b""
-                if chunk:
-                    inflater = isal_zlib.decompressobj(wbits=31)
-        if not inflater.eof:
+            if inflater.eof:
+                pending, full, finished = inflater.unused_data, False, True
+                if pending:  # another gzip member follows (concatenated .gz files)
+                    inflater, finished = isal_zlib.decompressobj(wbits=31), False
+            else:
+                pending, finished = inflater.unconsumed_tail, False
+        if not finished:
             self._cut(fh.tell())
+
+    def _decompress(self, inflater: Any, data: bytes, offset: int) -> bytes:
+        from isal import isal_zlib
+
+        try:
+            return bytes(inflater.decompress(data, BLOCK_BYTES))
+        except isal_zlib.error as exc:  # type: ignore[misc]
+            raise InputError(self.path, f"corrupt gzip data ({exc})", f"compressed byte "
+                             f"{offset}", "re-copy the file from where the profiler wrote it"
+                             ) from None
 
     def _cut(self, offset: int) -> None:
         if not self.salvage:
