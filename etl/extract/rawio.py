@@ -16,11 +16,6 @@ DEFAULT_MAX_INFLATE_RATIO = 1000
 DEFAULT_MIN_INFLATE_CAP = 1 << 30
 
 
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
-
-
 def inflate_cap(path: Path) -> int:
     """Largest decompressed size accepted for `path`.
 

@@ -29,7 +29,6 @@ from etl.ncu_catalog import (
 
 from tests.conftest import corpus_path
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "ncu"
 
 

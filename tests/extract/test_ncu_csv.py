@@ -25,7 +25,6 @@ from etl.schema import conform
 
 from tests.conftest import corpus_path
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "ncu"
 
 CORPUS_CSV = [

@@ -24,7 +24,6 @@ from etl.ncu_catalog import arch_entry, kernel_levels, level_names
 
 from tests.conftest import corpus_path
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 DATA = Path(__file__).resolve().parents[1] / "data" / "inputs" / "ncu"
 
 # file → (kernels, architecture, levels that must be non-NULL for every kernel)
