@@ -19,7 +19,6 @@ correlation ids and iteration numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -57,50 +56,151 @@ def link_launches(launch_corr: np.ndarray, launch_rows: np.ndarray, gpu_corr: np
 
 def link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.ndarray,
               is_op: np.ndarray, is_layer: np.ndarray) -> HostLinks:
-    """Parent / outermost op / innermost layer of every host event, thread by thread.
+    """Parent / outermost op / innermost layer of every host event, in memory.
 
     `timed` marks events with a usable start and non-negative duration; others get no links.
+    Row indices serve as identities; link_sorted does the work.
     """
     n = len(start)
-    parent = np.full(n, NONE, dtype=np.int64)
-    op = np.full(n, NONE, dtype=np.int64)
-    layer = np.full(n, NONE, dtype=np.int64)
     valid = timed & (end >= start)
     order = np.lexsort((np.arange(n), -end, start, thread))
     order = order[valid[order]]
-    overlaps = _stack_pass(order.tolist(), thread.tolist(), start.tolist(), end.tolist(),
-                           is_op.tolist(), is_layer.tolist(), parent, op, layer)
-    return HostLinks(parent, op, layer, overlaps)
+    chunk = SortedEvents(thread[order], start[order], end[order], order.astype(np.int64),
+                         is_op[order], is_layer[order])
+    found, _ = link_sorted(chunk, Carry.empty())
+    parent = np.full(n, NONE, dtype=np.int64)
+    op = np.full(n, NONE, dtype=np.int64)
+    layer = np.full(n, NONE, dtype=np.int64)
+    parent[order], op[order], layer[order] = found.parent, found.op, found.layer
+    return HostLinks(parent, op, layer, order[found.overlap].tolist())
 
 
-def _stack_pass(order: list[int], thread: list[Any], start: list[int], end: list[int],
-                is_op: list[bool], is_layer: list[bool], parent: np.ndarray,
-                op: np.ndarray, layer: np.ndarray) -> list[int]:
-    """One ordered sweep with a stack per thread: O(n), the only per-event Python loop."""
-    parents, ops, layers = [NONE] * len(start), [NONE] * len(start), [NONE] * len(start)
-    overlaps: list[int] = []
-    # stack entries: (end, row, outermost op in chain incl. row, innermost layer incl. row)
-    stack: list[tuple[int, int, int, int]] = []
-    current = None
-    for row in order:
-        if thread[row] != current:
-            current, stack = thread[row], []
-        s = start[row]
-        while stack and stack[-1][0] <= s:  # spans are half-open: [start, end)
-            stack.pop()
-        top_op = top_layer = NONE
-        if stack:
-            top_end, top_row, top_op, top_layer = stack[-1]
-            parents[row], ops[row], layers[row] = top_row, top_op, top_layer
-            if end[row] > top_end:
-                overlaps.append(row)
-        own_op = top_op if top_op != NONE else (row if is_op[row] else NONE)
-        own_layer = row if is_layer[row] else top_layer
-        stack.append((end[row], row, own_op, own_layer))
-    parent[:] = parents
-    op[:] = ops
-    layer[:] = layers
-    return overlaps
+@dataclass
+class SortedEvents:
+    """Timed host events sorted by (thread, start, end descending, ident)."""
+
+    thread: np.ndarray      # int64 code of (pid, tid)
+    start: np.ndarray       # int64 ns
+    end: np.ndarray
+    ident: np.ndarray       # int64 identity reported in the links (event id or row)
+    is_op: np.ndarray       # bool
+    is_layer: np.ndarray    # bool
+
+
+@dataclass
+class Carry:
+    """Events still open after the previous chunk: the last event's ancestor chain, root
+    first, with their own outermost op and innermost layer (ancestors included)."""
+
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    ident: np.ndarray
+    own_op: np.ndarray
+    own_layer: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Carry:
+        nothing = np.zeros(0, dtype=np.int64)
+        return cls(nothing, nothing, nothing, nothing, nothing, nothing)
+
+
+@dataclass
+class SortedLinks:
+    parent: np.ndarray      # ident of the parent or NONE, per event of the chunk
+    op: np.ndarray          # ident of the outermost enclosing cpu_op or NONE
+    layer: np.ndarray       # ident of the innermost enclosing layer scope or NONE
+    overlap: np.ndarray     # bool: starts inside its parent but ends after it
+
+
+def link_sorted(chunk: SortedEvents, carry: Carry) -> tuple[SortedLinks, Carry]:
+    """Links of one chunk of the sorted stream, given what is still open before it.
+
+    The parent of event i is the nearest earlier event of its thread (in sort order) that
+    ends after i starts. That is exactly the top of the classic stack sweep: an event is
+    popped only when some later start reaches its end, so every event between the stack top
+    and i ends at or before i's start. Computed for the whole chunk at once by binary
+    descent over a sparse table of range maxima of `end` (O(n log n), no per-event Python);
+    op and layer then follow by pointer doubling up the parent forest.
+    """
+    k = len(carry.ident)
+    thread = np.concatenate([carry.thread, chunk.thread])
+    start = np.concatenate([carry.start, chunk.start])
+    end = np.concatenate([carry.end, chunk.end])
+    ident = np.concatenate([carry.ident, chunk.ident])
+    parent = _nearest_open_before(thread, start, end)
+    parent[:k] = np.arange(-1, k - 1)  # the carry is a chain, root first
+    own_op = np.concatenate([carry.own_op, np.where(chunk.is_op, chunk.ident, NONE)])
+    own_layer = np.concatenate([carry.own_layer, np.where(chunk.is_layer, chunk.ident, NONE)])
+    own_op, own_layer = _inherit(parent, own_op, own_layer)
+    mine = parent[k:]
+    has = mine != NONE
+    up = np.where(has, mine, 0)
+    links = SortedLinks(
+        parent=np.where(has, ident[up], NONE),
+        op=np.where(has, own_op[up], NONE),
+        layer=np.where(has, own_layer[up], NONE),
+        overlap=has & (end[k:] > end[up]))
+    chain = _chain(parent, len(ident) - 1)
+    return links, Carry(thread[chain], start[chain], end[chain], ident[chain], own_op[chain],
+                        own_layer[chain])
+
+
+def _nearest_open_before(thread: np.ndarray, start: np.ndarray, end: np.ndarray
+                         ) -> np.ndarray:
+    """Per position i, the largest j < i of the same thread with end[j] > start[i], or NONE.
+
+    Greedy binary descent: from i, step back over blocks of 2^k positions whose maximum end
+    is ≤ start[i], largest blocks first; the position before the last block stepped over is
+    the answer if it is in the thread and ends after start[i].
+    """
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    positions = np.arange(n, dtype=np.int64)
+    first = np.ones(n, dtype=bool)
+    first[1:] = thread[1:] != thread[:-1]
+    group = np.maximum.accumulate(np.where(first, positions, 0))
+    levels = [end]  # levels[k][j] = max(end[j : j + 2^k])
+    while (1 << len(levels)) <= n:
+        half = 1 << (len(levels) - 1)
+        levels.append(np.maximum(levels[-1][:-half], levels[-1][half:]))
+    pos = positions.copy()
+    for k in range(len(levels) - 1, -1, -1):
+        candidate = pos - (1 << k)
+        ok = candidate >= group
+        ok &= levels[k][np.where(ok, candidate, 0)] <= start
+        pos = np.where(ok, candidate, pos)
+    before = pos - 1
+    found = (before >= group) & (end[np.maximum(before, 0)] > start)
+    return np.where(found, before, NONE)
+
+
+def _inherit(parent: np.ndarray, own_op: np.ndarray, own_layer: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Pointer doubling: outermost op and innermost layer over each event's ancestors-or-self.
+
+    After round r, own_* covers the event and its 2^r - 1 nearest ancestors; a value found
+    higher up wins for the op (outermost), a value found lower wins for the layer.
+    """
+    pointer = parent.copy()
+    while (pointer != NONE).any():
+        has = pointer != NONE
+        up = np.where(has, pointer, 0)
+        up_op, up_layer, up_pointer = own_op[up], own_layer[up], pointer[up]
+        own_op = np.where(has & (up_op != NONE), up_op, own_op)
+        own_layer = np.where(has & (own_layer == NONE), up_layer, own_layer)
+        pointer = np.where(has, up_pointer, NONE)
+    return own_op, own_layer
+
+
+def _chain(parent: np.ndarray, last: int) -> np.ndarray:
+    """Positions of `last` and its ancestors, root first (the stack after `last`)."""
+    chain = []
+    while last != NONE and last >= 0:
+        chain.append(last)
+        last = int(parent[last])
+    return np.array(chain[::-1], dtype=np.int64)
 
 
 def assign_iterations(step_start: np.ndarray, step_end: np.ndarray, step_number: np.ndarray,
