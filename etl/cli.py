@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from etl.errors import EtlError
+from etl.errors import EtlError, one_line
 
 DEFAULT_WAREHOUSE = "./warehouse"
 warehouse_option = click.option(
@@ -20,6 +20,10 @@ warehouse_option = click.option(
 class Cli(click.Group):
     """Turns the project's own errors into one line and exit code 1 (tracebacks: --debug)."""
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        _tolerant_output()
+        return super().main(*args, **kwargs)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -27,8 +31,18 @@ class Cli(click.Group):
             if ctx.params.get("debug"):
                 raise
             line = exc.line() if hasattr(exc, "line") else str(exc)
-            click.echo(f"error: {line}", err=True)
+            click.echo(f"error: {one_line(line)}", err=True)
             sys.exit(1)
+
+
+def _tolerant_output() -> None:
+    """Never fail on printing: under a non-UTF-8 locale (LANG=C without UTF-8 mode, a
+    latin-1 terminal) a character the terminal cannot encode is written as `\\u...`
+    instead of raising UnicodeEncodeError halfway through a report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # absent on replaced streams
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 @click.group(cls=Cli)

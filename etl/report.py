@@ -10,12 +10,14 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from etl.errors import one_line
 from etl.ingest import RunResult
 
 
 @contextmanager
 def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
@@ -25,21 +27,25 @@ def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
         task = bar.add_task("", total=total)
 
         def advance(result: RunResult) -> None:
-            bar.update(task, advance=1, description=result.run_name)
+            # the description column reads markup: a name such as `[/x]` must stay text
+            bar.update(task, advance=1, description=escape(one_line(result.run_name)))
             # one line each, never wrapped: users grep these and tests count them
             for line in result.warnings:
-                console.print(f"warning: {_one_line(line)}", markup=False, highlight=False,
+                console.print(f"warning: {one_line(line)}", markup=False, highlight=False,
                               soft_wrap=True)
             if result.error:
-                console.print(f"error: {_one_line(result.error)}", markup=False,
+                console.print(f"error: {one_line(result.error)}", markup=False,
                               highlight=False, soft_wrap=True)
 
         yield advance
 
 
-def _one_line(text: str) -> str:
-    """Names may hold newlines and control characters: escape them, one message one line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+def _cell(name: str) -> Any:
+    """A run name for a rich table: escaped like messages, and never read as markup
+    (a folder may be named `[/bold]`, which rich would reject or obey)."""
+    from rich.text import Text
+
+    return Text(one_line(name))
 
 
 def summary(results: list[RunResult]) -> None:
@@ -50,7 +56,7 @@ def summary(results: list[RunResult]) -> None:
     for column in ("run", "status", "events", "kernels", "anomalies", "seconds"):
         table.add_column(column, justify="left" if column in ("run", "status") else "right")
     for r in results:
-        table.add_row(r.run_name, r.status, f"{r.events:,}", f"{r.kernels:,}",
+        table.add_row(_cell(r.run_name), r.status, f"{r.events:,}", f"{r.kernels:,}",
                       f"{r.anomalies:,}", f"{r.seconds:.2f}")
     total = sum(r.seconds for r in results)
     table.add_row(f"{len(results)} runs", _counts(results), f"{sum(r.events for r in results):,}",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from etl.errors import InputError, RunError
+from etl.errors import InputError, RunError, name_text
 from etl.extract.kineto import looks_like_trace
 from etl.extract.ncu_common import looks_like_ncu
 from etl.extract.rawio import read_head
@@ -25,12 +25,21 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
 
 @dataclass
 class RunFolder:
+    """A scanned run folder. `name` and every relative path it hands out are valid UTF-8
+    (name_text): they are stored in Parquet and printed, while `path` and the file lists
+    keep the raw names for opening the files."""
+
     name: str
     path: Path
     traces: list[Path] = field(default_factory=list)
     ncu: list[Path] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     run_toml: Path | None = None
+
+    def location(self) -> str:
+        """The folder's absolute path as stored in `runs.run_path` (valid UTF-8): a parent
+        folder's name may be as undecodable as the run's own."""
+        return name_text(str(self.path.resolve()))
 
 
 def find_run_folders(paths: list[Path]) -> list[Path]:
@@ -61,12 +70,23 @@ def _is_run_folder(path: Path) -> bool:
 
 
 def _refuse_duplicate_names(folders: list[Path]) -> None:
+    # Compared by the stored name: b"caf\xe9" and a folder literally named `caf\xe9` are
+    # one run name, so they are refused like any other pair of equal names.
     seen: dict[str, Path] = {}
     for folder in folders:
-        if folder.name in seen and seen[folder.name].resolve() != folder.resolve():
-            raise RunError(f"two run folders named {folder.name!r}: {seen[folder.name]} and "
-                           f"{folder}; a run name must be unique in one command (rename one)")
-        seen[folder.name] = folder
+        name = name_text(folder.name)
+        if name in seen and seen[name].resolve() != folder.resolve():
+            raise _duplicate(name, seen[name], folder)
+        seen[name] = folder
+
+
+def _duplicate(name: str, first: Path, second: Path) -> RunError:
+    shown = [name_text(str(first)), name_text(str(second))]
+    # b"r\xe9" and a folder literally named `r\xe9` print alike: say why they collide
+    why = (" (one name holds bytes that are not UTF-8, written \\xNN)"
+           if first.name != second.name else "")
+    return RunError(f"two run folders named '{name}': {shown[0]} and {shown[1]}{why}; a run "
+                    "name must be unique in one command (rename one)")
 
 
 def _claims_trace(path: Path) -> bool:
@@ -75,10 +95,12 @@ def _claims_trace(path: Path) -> bool:
 
 def scan(path: Path) -> RunFolder:
     """Classify every file under the run folder (recursively, symlink loops refused)."""
-    run = RunFolder(path.name, path)
+    run = RunFolder(name_text(path.name), path)
     others: list[Path] = []
-    for file in _walk(path, others):
-        rel = str(file.relative_to(path))
+    files = _walk(path, others)
+    _refuse_equal_texts(path, files + others)
+    for file in files:
+        rel = relative(run, file)
         if file.name == RUN_TOML and file.parent == path:
             run.run_toml = file
         elif file.stat().st_size == 0 and _claims_trace(file):
@@ -100,7 +122,19 @@ def _not_regular(run: RunFolder, others: list[Path]) -> None:
         what = "dangling or looping symlink" if entry.is_symlink() else "not a regular file"
         if _claims_trace(entry) or entry.name.endswith(".ncu-rep"):
             raise InputError(entry, what, None, "restore the file it points to, or remove it")
-        run.skipped.append((str(entry.relative_to(run.path)), what))
+        run.skipped.append((relative(run, entry), what))
+
+
+def _refuse_equal_texts(root: Path, files: list[Path]) -> None:
+    """Two files whose stored paths would read the same (b"x\\xe9.json" beside a file
+    literally named `x\\xe9.json`) would share one `sources` entry and sha256: refused."""
+    seen: dict[str, Path] = {}
+    for file in files:
+        rel = name_text(os.path.relpath(file, root))
+        if rel in seen:
+            raise InputError(file, f"its name reads the same as '{rel}' once bytes that are "
+                             "not UTF-8 are written as \\xNN", None, "rename one of the two")
+        seen[rel] = file
 
 
 def _walk(root: Path, others: list[Path]) -> list[Path]:
@@ -186,4 +220,5 @@ def run_id_for(name: str, files: list[tuple[str, str]]) -> str:
 
 
 def relative(run: RunFolder, file: Path) -> str:
-    return os.path.relpath(file, run.path)
+    """The file's path inside the run folder as stored in `runs` (valid UTF-8)."""
+    return name_text(os.path.relpath(file, run.path))
