@@ -158,13 +158,30 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def glob_literal(path: str) -> str:
+    """`path` as a DuckDB glob pattern that matches only itself.
+
+    DuckDB globs any path holding `*`, `?` or `[`; a one-character class `[c]` matches c
+    literally (a lone `]` is already literal). There is no escape for a backslash: DuckDB's
+    glob splits on it as on `/`, so such a root is refused by `check_root`.
+    """
+    return re.sub(r"[*?\[]", lambda m: f"[{m[0]}]", path)
+
+
+def check_root(warehouse: Warehouse) -> None:
+    """Refuse a warehouse path the views cannot name (see glob_literal)."""
+    if "\\" in str(warehouse.root):
+        raise ViewError(f"{warehouse.root}: a warehouse path with a backslash cannot be read "
+                        "by DuckDB's file globbing; choose another --warehouse folder")
+
+
 def table_view_sql(warehouse: Warehouse, table: str) -> str:
     """A table as a view over its Parquet files, keeping each run's current publish.
 
     `runs` comes first in FROM so it is bound (its files listed) before the table's own
     files: a publish folder that `runs` sees is then already in the table's listing.
     """
-    glob = _sql_string(str(warehouse.data / "*" / f"{table}.parquet"))
+    glob = _sql_string(glob_literal(str(warehouse.data)) + f"/*/{table}.parquet")
     if table == "runs":
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
@@ -193,6 +210,15 @@ def all_statements(warehouse: Warehouse) -> list[str]:
     return statements
 
 
+# Commit straight into warehouse.duckdb by a checkpoint, never through a WAL file: DuckDB
+# names the WAL by inserting ".wal" before the first "?" of the database path, so under a
+# folder such as "wh?x" the commit failed ("Cannot open file .../wh.wal?x/..."). The
+# checkpoint is as crash-safe as the WAL (the file header is switched last); the database
+# holds views only, so the checkpoint is small.
+NO_WAL: dict[str, str | bool | int | float | list[str]] = {
+    "checkpoint_threshold": "0b", "auto_checkpoint_skip_wal_threshold": 0}
+
+
 def fingerprint(statements: list[str]) -> str:
     return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
 
@@ -201,13 +227,14 @@ def ensure_views(warehouse: Warehouse) -> bool:
     """Create or refresh the views when their text changed; False if the file is locked."""
     import duckdb
 
+    check_root(warehouse)
     statements = all_statements(warehouse)
     stamp = warehouse.root / "views.sha256"
     wanted = fingerprint(statements)
     if warehouse.database.exists() and stamp.exists() and stamp.read_text() == wanted:
         return True
     try:
-        con = duckdb.connect(str(warehouse.database))
+        con = duckdb.connect(str(warehouse.database), config=NO_WAL)
     except duckdb.IOException:
         return False  # a reader holds the file; data stays visible through existing views
     try:
