@@ -1,10 +1,25 @@
-"""Read-only SQL on a warehouse."""
+"""Read-only SQL on a warehouse, every query on one snapshot of the publishes.
+
+The stored views (warehouse.duckdb) list the publish folders each time a query binds one of
+them, so a query naming two of them during a republish may read the new publish in one and
+the previous one in the other. `etl query` lists the folders once, chooses each run's
+current publish, and pins every table of its connection to those files (TEMP views that
+shadow the stored ones); the pinned folders stay on disk for the grace period
+(warehouse.GRACE_SECONDS) after they are superseded.
+"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from etl.errors import EtlError, WarehouseError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from etl.warehouse import Warehouse
+
+LIST_ATTEMPTS = 5
 
 
 def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -23,6 +38,7 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
     except duckdb.Error as exc:
         raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
     try:
+        pin_snapshot(con, warehouse)
         cursor = con.execute(sql)
         columns = [d[0] for d in cursor.description] if cursor.description else []
         return columns, cursor.fetchall()
@@ -31,3 +47,46 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
         raise EtlError(f"query failed: {first}") from None
     finally:
         con.close()
+
+
+def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
+    """Pin every table of `con` to the current publishes as listed now; their folders."""
+    from etl.schema import TABLES
+    from etl.views import snapshot_view_sql
+    from etl.warehouse import SCHEMA_DIR
+
+    folders = current_publishes(con, warehouse)
+    schema = warehouse.data / SCHEMA_DIR
+    for table in TABLES:
+        # the zero-row schema file keeps the view valid, and typed, with no runs at all
+        files = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
+        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()]))
+    return folders
+
+
+def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
+    """The folder of each run's current publish (highest publish_seq per run name).
+
+    Only a folder superseded over the grace period ago may vanish while its runs.parquet is
+    read (garbage collection by a publisher); the listing is then taken again.
+    """
+    import duckdb
+
+    from etl.views import _sql_string, glob_literal
+    from etl.warehouse import SCHEMA_DIR
+
+    for _ in range(LIST_ATTEMPTS):
+        files = [str(p / "runs.parquet") for p in sorted(warehouse.data.iterdir())
+                 if p.name != SCHEMA_DIR and p.is_dir()]
+        if not files:
+            return []
+        listed = ", ".join(_sql_string(glob_literal(f)) for f in files)
+        try:
+            rows = con.execute(
+                f"SELECT filename FROM read_parquet([{listed}], union_by_name = true, "
+                "filename = true) QUALIFY row_number() OVER (PARTITION BY run_name "
+                "ORDER BY publish_seq DESC) = 1").fetchall()
+        except duckdb.IOException:
+            continue
+        return [Path(name).parent for (name,) in rows]
+    raise WarehouseError(f"{warehouse.data}: publish folders keep disappearing; retry")

@@ -194,6 +194,21 @@ def table_view_sql(warehouse: Warehouse, table: str) -> str:
             f"ON t.publish_id = current_publish.publish_id")
 
 
+def snapshot_view_sql(table: str, files: list[str]) -> str:
+    """A table as a TEMP view over an explicit list of files, for one connection.
+
+    `etl query` lists the current publishes once and pins every table to their files, so
+    all views of one query read the same publishes (see etl/query.py). The TEMP view shadows
+    the stored one, and the stored views resolve their tables through the search path, temp
+    first, so they read the pinned files too. Each folder holds one publish's rows only, so
+    no join with `runs` is needed.
+    """
+    paths = ", ".join(_sql_string(glob_literal(f)) for f in files)
+    columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
+    return (f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {columns} FROM "
+            f"read_parquet([{paths}], union_by_name = true)")
+
+
 def all_statements(warehouse: Warehouse) -> list[str]:
     views = discover()
     problems = lint(views)

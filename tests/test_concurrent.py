@@ -6,9 +6,11 @@ end each run is whole: its row count in every table equals a sequential referenc
 and there is one copy of it. Besides the summary table a writer may only print its run's
 anomaly note and the clear "open in another process" warning.
 
-Readers polling while a run is republished (a DuckDB read-only connection, and `etl
-query`) must never see half a run: for each run_id visible in `runs`, count(kernels)
-equals the reference count, and a failing query may only say the file is locked.
+Readers polling while a run is republished must never see half a run: for each run_id
+visible in `runs`, count(kernels) equals the reference count, and a failing query may only
+say the file is locked. `etl query` (the command, and its library call) pins one snapshot
+per query and passes; a raw DuckDB connection on warehouse.duckdb (the shell) has no query
+snapshot, which the strict xfail keeps in view.
 """
 from __future__ import annotations
 
@@ -137,18 +139,25 @@ def assert_clean(outcomes: list[tuple[int, str]]) -> None:
 
 
 class Readers:
-    """Poll the warehouse until stopped: DuckDB read-only in a loop, `etl query` in another."""
+    """Poll the warehouse until stopped, in threads: `kinds` maps a reader to its threads.
 
-    def __init__(self, wh: Path, expected_kernels: dict[str, int]) -> None:
+    "duckdb": a read-only DuckDB connection on warehouse.duckdb, as the shell has;
+    "run_query": etl.query.run_query in this process (many polls per second);
+    "etl query": the command in a subprocess.
+    """
+
+    def __init__(self, wh: Path, expected_kernels: dict[str, int],
+                 kinds: dict[str, int]) -> None:
         self.wh = wh
         self.expected = expected_kernels
         self.stop = threading.Event()
-        self.polls = {"duckdb": 0, "etl query": 0}
+        self.polls = {kind: 0 for kind in kinds}
         self.seen: set[str] = set()
         self.problems: list[str] = []
-        self.threads = [threading.Thread(target=self._poll_duckdb, daemon=True)
-                        for _ in range(DUCKDB_READERS)]
-        self.threads.append(threading.Thread(target=self._poll_cli, daemon=True))
+        targets = {"duckdb": self._poll_duckdb, "run_query": self._poll_run_query,
+                   "etl query": self._poll_cli}
+        self.threads = [threading.Thread(target=targets[kind], daemon=True)
+                        for kind, count in kinds.items() for _ in range(count)]
 
     def __enter__(self) -> Readers:
         for thread in self.threads:
@@ -177,6 +186,19 @@ class Readers:
             except duckdb.Error as exc:  # a writer holds the file to create the views
                 if "lock" not in str(exc):
                     self.problems.append(f"duckdb: {type(exc).__name__}: {str(exc)[:300]}")
+                time.sleep(0.01)
+
+    def _poll_run_query(self) -> None:
+        from etl.errors import EtlError
+        from etl.query import run_query
+
+        while not self.stop.is_set():
+            try:
+                _, rows = run_query(self.wh, KERNELS_SQL)
+                self._check([(str(n), str(r), int(k)) for n, r, k in rows], "run_query")
+            except EtlError as exc:
+                if "lock" not in str(exc):
+                    self.problems.append(f"run_query: {str(exc)[:300]}")
                 time.sleep(0.01)
 
     def _poll_cli(self) -> None:
@@ -276,17 +298,9 @@ for n in range(count):  # new run.toml: new content, so each ingest publishes a 
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a reader sometimes sees a run_id in `runs` with 0 rows in kernels while the run "
-    "is republished: each reference to a view lists the warehouse files again, so a query "
-    "naming `runs` and a table (here `runs r` with a correlated count over `kernels`) can "
-    "see the new publish in one and the previous one in the other (before 4d6ffa8 the views "
-    "re-read catalog/runs.parquet; since, data/*/runs.parquet). No query snapshot: the "
-    "warehouse.py promise 'a run appears whole at the next query' holds per view, not "
-    "per query"), raises=AssertionError)
-def test_readers_never_see_half_a_run(runs: Path, reference: dict[str, dict[str, int]],
-                                      tmp_path: Path) -> None:
-    """A run republished REPUBLISHES times while readers poll; stops at the first problem."""
+def republish_while_reading(runs: Path, reference: dict[str, dict[str, int]],
+                             tmp_path: Path, kinds: dict[str, int]) -> Readers:
+    """Republish r0 REPUBLISHES times while `kinds` readers poll; stops at the first problem."""
     wh = initialised(tmp_path / "wh")
     run = tmp_path / "hot" / "r0"
     run.mkdir(parents=True)
@@ -294,17 +308,73 @@ def test_readers_never_see_half_a_run(runs: Path, reference: dict[str, dict[str,
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     writer = subprocess.Popen([sys.executable, "-c", REPUBLISHER, str(wh), str(run),
                                str(REPUBLISHES)], env=env, stderr=subprocess.PIPE, text=True)
-    with Readers(wh, {"r0": reference["r0"]["kernels"]}) as readers:
+    with Readers(wh, {"r0": reference["r0"]["kernels"]}, kinds) as readers:
         while writer.poll() is None and not readers.problems:
             time.sleep(0.05)
         writer.kill()
         _, stderr = writer.communicate(timeout=60)
     if writer.returncode not in (0, -9) or not (readers.problems
-                                               or readers.polls["duckdb"] >= 10):
+                                               or min(readers.polls.values()) >= 10):
         # not the bug under test (xfail raises=AssertionError): an error, never an xfail
-        raise RuntimeError(f"republisher failed or readers idle: {stderr[-1500:]}")
+        raise RuntimeError(f"republisher failed or readers idle ({readers.polls}): "
+                           f"{stderr[-1500:]}")
+    return readers
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "LIMIT (DuckDB shell): a raw connection on warehouse.duckdb sometimes sees a run_id in "
+    "`runs` with 0 rows in kernels while the run is republished. DuckDB lists the files of "
+    "each table-function call when it binds it, and each reference to a view binds its own "
+    "read_parquet: here `runs r` and the `runs` inside the `kernels` view are listed at two "
+    "moments, and a publish between them makes them disagree. Each view alone is whole "
+    "(kernels binds its own `runs` before its own files); a snapshot across the views of one "
+    "query needs one listing per query, which `etl query` does (test below) and stored views "
+    "cannot (publishing never touches warehouse.duckdb)"), raises=AssertionError)
+def test_duckdb_shell_never_sees_half_a_run(runs: Path, reference: dict[str, dict[str, int]],
+                                            tmp_path: Path) -> None:
+    readers = republish_while_reading(runs, reference, tmp_path, {"duckdb": DUCKDB_READERS})
     assert readers.problems == []
     assert len(readers.seen) > 1
+
+
+def test_etl_query_never_sees_half_a_run(runs: Path, reference: dict[str, dict[str, int]],
+                                         tmp_path: Path) -> None:
+    """`etl query` pins one snapshot per query (xfail with raw DuckDB readers before)."""
+    readers = republish_while_reading(runs, reference, tmp_path,
+                                      {"run_query": DUCKDB_READERS, "etl query": 1})
+    assert readers.problems == []
+    assert len(readers.seen) > 1
+
+
+def test_a_pinned_connection_keeps_its_snapshot(runs: Path,
+                                                reference: dict[str, dict[str, int]],
+                                                tmp_path: Path) -> None:
+    """pin_snapshot: a publish after the pin is invisible to every view of that connection,
+    and the superseded publish stays whole in all of them (its folder is in its grace)."""
+    import duckdb
+
+    from etl.query import pin_snapshot
+    from etl.warehouse import Warehouse
+
+    run = tmp_path / "runs" / "r0"
+    run.mkdir(parents=True)
+    (run / "t.json").write_bytes((runs / "r0" / "t.json").read_bytes())
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(run), "--warehouse", str(wh)).returncode == 0
+    with duckdb.connect(str(wh / "warehouse.duckdb"), read_only=True) as con:
+        [folder] = pin_snapshot(con, Warehouse.at(wh))
+        [(old_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
+        (run / "run.toml").write_text('notes = "new"\n')
+        again = cli("ingest", str(run), "--warehouse", str(wh))
+        assert again.returncode == 0 and "1 ingested" in again.stdout, again.stderr
+        pinned = con.execute(KERNELS_SQL + " UNION ALL SELECT 'gpu', run_id, count(*) FROM "
+                             "gpu_utilization GROUP BY run_id").fetchall()
+    assert sorted(pinned) == [("gpu", old_id, ITERATIONS),
+                              ("r0", old_id, reference["r0"]["kernels"])]
+    assert folder.name in {p.name for p in (wh / "data").iterdir()}
+    [row] = json.loads(cli("query", KERNELS_SQL, "--warehouse", str(wh), "--format",
+                           "json").stdout)
+    assert row["run_id"] != old_id and row["kernels"] == reference["r0"]["kernels"]
 
 
 def test_one_command_with_many_runs(tmp_path: Path) -> None:
