@@ -18,11 +18,13 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import msgspec
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from etl.errors import InputError
 from etl.extract.jsonslice import ArraySlicer, Malformed, NotStreamable, Truncated
@@ -56,14 +58,14 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.jso
         for n, key in enumerate(keys):
             spec = msgspec.field(default=None, name=key)
             arg_fields.append((f"{column}__{n}", kind | None, spec))
-    args = msgspec.defstruct("Args", arg_fields)
+    args = msgspec.defstruct("Args", arg_fields, gc=False)  # acyclic: skip GC tracking
     raw = msgspec.Raw
     event: Any = msgspec.defstruct("Event", [
         ("ph", str | None, None), ("cat", str | None, None), ("name", str | None, None),
         ("pid", int | str | None, None), ("tid", int | str | None, None),
         ("ts", raw, msgspec.field(default_factory=lambda: raw(b""))),
         ("dur", raw, msgspec.field(default_factory=lambda: raw(b""))),
-        ("args", args | None, None)])
+        ("args", args | None, None)], gc=False)
     header = msgspec.defstruct("Header", [
         ("traceEvents", list[event]), ("deviceProperties", Any, None),
         ("distributedInfo", Any, None), ("displayTimeUnit", Any, None)])
@@ -89,6 +91,7 @@ class SourceColumns:
     ts_text: list[bytes] = field(default_factory=list)
     dur_text: list[bytes] = field(default_factory=list)
     args: dict[str, list[Any]] = field(default_factory=dict)
+    with_phase: int = 0     # events of the slice with a `ph` (kept or not)
 
 
 @dataclass
@@ -113,32 +116,131 @@ def looks_like_trace(head: bytes) -> bool:
 
 def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
                ) -> KinetoTrace:
-    """Stream one trace file; unreadable input raises InputError, non-traces NotATrace.
+    """The whole trace as one Arrow table of kept events (for tests and small inputs).
 
-    With `salvage`, a file that ends early keeps its complete events (truncated = True).
+    Unreadable input raises InputError, non-traces NotATrace. With `salvage`, a file that
+    ends early keeps its complete events (truncated = True).
+    """
+    sink = CollectingSink(path)
+    info = stream_trace(path, sink, salvage, slice_bytes)
+    events = pa.concat_tables(sink.batches) if sink.batches else _batch(
+        SourceColumns(args={c: [] for c in field_map()["args"]}), [])
+    trace = KinetoTrace(path, events, info.event_count, info.device_properties,
+                        info.distributed_info, info.display_time_unit,
+                        sink.anomalies + info.anomalies, info.truncated)
+    return trace
+
+
+class SliceSink(Protocol):
+    """Where stream_trace hands its slices, in document order."""
+
+    def text(self, text: bytes, first_id: int, offset: int) -> None:
+        """A validated slice `[...]` to decode (here or in a worker)."""
+
+    def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
+        """Events already decoded (the whole-document fallback)."""
+
+    def with_phase(self) -> int:
+        """Events seen so far that have a `ph` (after every slice has been decoded)."""
+
+
+@dataclass
+class CollectingSink:
+    """Decodes each slice here and keeps the batches: the in-memory reading."""
+
+    path: Path
+    batches: list[pa.Table] = field(default_factory=list)
+    anomalies: list[Anomaly] = field(default_factory=list)
+    phased: int = 0
+
+    def text(self, text: bytes, first_id: int, offset: int) -> None:
+        decoded = decode_slice(self.path, text, first_id, offset)
+        self.batch(decoded.table, decoded.anomalies, decoded.with_phase)
+
+    def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
+        self.batches.append(table)
+        self.anomalies += anomalies
+        self.phased += with_phase
+
+    def with_phase(self) -> int:
+        return self.phased
+
+
+@dataclass
+class TraceInfo:
+    """Everything about a streamed trace except its events (which went to the sink)."""
+
+    event_count: int          # all events of traceEvents, metadata and flows included
+    device_properties: list[dict[str, Any]]
+    distributed_info: dict[str, Any] | None
+    display_time_unit: str | None
+    anomalies: list[Anomaly]  # about the document as a whole (header, time unit, cut)
+    truncated: bool = False
+
+
+def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
+                 slice_bytes: int = SLICE_BYTES) -> TraceInfo:
+    """Cut the file's events into validated slices and hand them to `sink`, in order.
+
+    Slices are only checked for JSON syntax and counted here (a fraction of decoding), so
+    the sink may decode them elsewhere. Unreadable input raises InputError, non-traces
+    NotATrace.
     """
     reader = BlockReader(path, salvage)
-    state = _SliceState(path)
+    counter = _Counter(path, sink)
     header: bytes | None = None
+    cut = False
     try:
-        for piece in ArraySlicer(iter(reader), b"traceEvents", state.decode, slice_bytes):
+        for piece in ArraySlicer(iter(reader), b"traceEvents", counter.validate, slice_bytes):
             if piece.kind == "header":
                 header = piece.value  # type: ignore[assignment]
     except NotStreamable:
-        return _read_whole(path, read_all(path))
-    except Truncated as cut:
+        return _stream_whole(path, sink)
+    except Truncated as truncated:
         if not salvage:
-            raise _truncated(path, cut.offset) from None
-        state.truncated = True
+            raise _truncated(path, truncated.offset) from None
+        cut = True
     except Malformed as bad:
         raise InputError(path, f"not valid JSON ({bad.message})", f"byte {bad.offset}",
                          "check that the file is a PyTorch profiler trace") from None
     except msgspec.DecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc})", None,
                          "check that the file is a PyTorch profiler trace") from None
-    if header == b"{}" and state.with_phase == 0:
+    if header == b"{}" and sink.with_phase() == 0:
         raise NotATrace("JSON array without trace events (no event has a ph)")
-    return state.finish(path, _header_fields(header), reader.truncated)
+    anomalies: list[Anomaly] = []
+    info = _info(counter.count, _header_fields(path, header, anomalies), anomalies)
+    info.truncated = cut or reader.truncated
+    return info
+
+
+def _stream_whole(path: Path, sink: SliceSink) -> TraceInfo:
+    whole = _read_whole(path, read_all(path))
+    sink.batch(whole.events, [], 0)  # with_phase only decides about streamed bare arrays
+    return TraceInfo(whole.event_count, whole.device_properties, whole.distributed_info,
+                     whole.display_time_unit, whole.anomalies)
+
+
+@dataclass
+class _Counter:
+    """The slicer's decode step: syntax check and count, then the slice goes to the sink."""
+
+    path: Path
+    sink: SliceSink
+    count: int = 0
+
+    def validate(self, text: bytes | memoryview, offset: int) -> int:
+        # Raw items are checked for syntax like full decoding (not for UTF-8: decode_slice
+        # replaces and flags such bytes, keys included)
+        items = len(_guarded(self.path, offset, _raw_items().decode, text))
+        self.sink.text(bytes(text), self.count, offset)
+        self.count += items
+        return items
+
+
+@cache
+def _raw_items() -> msgspec.json.Decoder:
+    return msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _truncated(path: Path, offset: int) -> InputError:
@@ -149,38 +251,42 @@ def _truncated(path: Path, offset: int) -> InputError:
 
 
 @dataclass
-class _SliceState:
-    """Accumulates decoded slices; event ids continue across slices."""
+class DecodedSlice:
+    table: pa.Table
+    anomalies: list[Anomaly]
+    with_phase: int
 
-    path: Path
-    batches: list[pa.Table] = field(default_factory=list)
-    anomalies: list[Anomaly] = field(default_factory=list)
-    count: int = 0
-    with_phase: int = 0
-    truncated: bool = False
 
-    def decode(self, text: bytes | memoryview, offset: int) -> int:
-        _, lenient, typed = _decoders()
-        try:
-            events = _guarded(self.path, offset, typed.decode, text)
-            cols = _typed_columns(events, self.count)
-            self.with_phase += sum(1 for ev in events if ev.ph is not None)
-        except msgspec.ValidationError:
-            events = _guarded(self.path, offset, lenient.decode, text)
-            cols = _lenient_columns(events, self.count, self.anomalies)
-            self.with_phase += sum(1 for ev in events if isinstance(ev, dict) and "ph" in ev)
-        except UnicodeDecodeError as exc:
-            return self.decode(_replace_invalid_utf8(text, offset, exc, self.anomalies), offset)
-        self.count += len(events)
-        self.batches.append(_batch(cols, self.anomalies))
-        return len(events)
+def decode_slice(path: Path, text: bytes, first_id: int, offset: int) -> DecodedSlice:
+    """One validated slice → Arrow (typed decoding; lenient, event by event, if a field has
+    an unexpected type). Bytes that are not UTF-8 are replaced and flagged first."""
+    anomalies: list[Anomaly] = []
+    text = _valid_utf8(text, offset, anomalies)
+    _, lenient, typed = _decoders()
+    try:
+        events = _guarded(path, offset, typed.decode, text)
+        cols = _typed_columns(events, first_id)
+    except msgspec.ValidationError:
+        events = _guarded(path, offset, lenient.decode, text)
+        cols = _lenient_columns(events, first_id, anomalies)
+        cols.with_phase = sum(1 for ev in events if isinstance(ev, dict) and "ph" in ev)
+    except msgspec.DecodeError as exc:
+        raise InputError(path, f"not valid JSON ({exc})", f"slice at byte {offset}",
+                         "check that the file is a PyTorch profiler trace") from None
+    return DecodedSlice(_batch(cols, anomalies), anomalies, cols.with_phase)
 
-    def finish(self, path: Path, header: tuple[Any, Any, Any], gzip_cut: bool) -> KinetoTrace:
-        events = pa.concat_tables(self.batches) if self.batches else _batch(
-            SourceColumns(args={c: [] for c in field_map()["args"]}), [])
-        trace = _finish(path, events, self.count, header, self.anomalies)
-        trace.truncated = self.truncated or gzip_cut
-        return trace
+
+def _valid_utf8(text: bytes, offset: int, anomalies: list[Anomaly]) -> bytes:
+    """The slice itself if it is UTF-8 (ASCII is checked at memory speed), else a copy with
+    U+FFFD in place of bad bytes and an anomaly. Checking here also covers keys, which the
+    typed decoder skips unread when it does not know them."""
+    if text.isascii():
+        return text
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _replace_invalid_utf8(text, offset, exc, anomalies)
+    return text
 
 
 def _guarded(path: Path, offset: int, decode: Any, text: bytes | memoryview) -> Any:
@@ -200,10 +306,20 @@ def _replace_invalid_utf8(text: bytes | memoryview, offset: int, exc: UnicodeDec
     return bytes(text).decode("utf-8", "replace").encode("utf-8")
 
 
-def _header_fields(header: bytes | None) -> tuple[Any, Any, Any]:
+def _header_fields(path: Path, header: bytes | None, anomalies: list[Anomaly]
+                   ) -> tuple[Any, Any, Any]:
+    """(deviceProperties, distributedInfo, displayTimeUnit) of the object around the events.
+
+    Bytes that are not UTF-8 (in a key or a value) are replaced and flagged, as in events.
+    """
     if not header:
         return (None, None, None)
-    doc = msgspec.json.decode(header)
+    try:
+        doc = msgspec.json.decode(header)
+    except UnicodeDecodeError as exc:
+        doc = msgspec.json.decode(_replace_invalid_utf8(header, 0, exc, anomalies))
+    if not isinstance(doc, dict):
+        return (None, None, None)
     return (doc.get("deviceProperties"), doc.get("distributedInfo"), doc.get("displayTimeUnit"))
 
 
@@ -258,18 +374,43 @@ def _decode_error(path: Path, data: bytes, exc: Exception) -> InputError:
                       "check that the file is a PyTorch profiler trace")
 
 
+_TOP = operator.attrgetter("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+
+
 def _typed_columns(events: list[Any], first_id: int) -> SourceColumns:
-    """Columns by comprehension over typed events (no per-event function calls)."""
-    kept = [ev for ev in events if ev.ph in _KEPT_PHASES]
-    kept_ids = [first_id + i for i, ev in enumerate(events) if ev.ph in _KEPT_PHASES]
+    """Columns of the kept events by one C-level transpose (no per-event Python code).
+
+    Every event's fields are gathered with one attrgetter call, transposed with zip, and
+    the kept rows (complete and instant events) are picked by index afterwards.
+    """
+    if not events:
+        return SourceColumns(args={c: [] for c in field_map()["args"]})
+    ph, cat, name, pid, tid, ts, dur, args = zip(*map(_TOP, events))
+    with_phase = len(ph) - ph.count(None)
+    kept = [i for i, p in enumerate(ph) if p in _KEPT_PHASES]
+    if len(kept) < len(events):
+        pick = operator.itemgetter(*kept) if kept else (lambda _: ())
+        ph, cat, name, pid, tid, ts, dur, args = (
+            _as_tuple(pick(c), len(kept)) for c in (ph, cat, name, pid, tid, ts, dur, args))
     cols = SourceColumns(
-        event_id=kept_ids, ph=[ev.ph for ev in kept], cat=[ev.cat for ev in kept],
-        name=[ev.name for ev in kept],
-        pid=[None if ev.pid is None else str(ev.pid) for ev in kept],
-        tid=[None if ev.tid is None else str(ev.tid) for ev in kept],
-        ts_text=[ev.ts for ev in kept], dur_text=[ev.dur for ev in kept])
-    cols.args = _arg_columns([ev.args for ev in kept])
+        event_id=[first_id + i for i in kept], ph=ph, cat=cat, name=name,  # type: ignore[arg-type]
+        pid=_id_texts(pid), tid=_id_texts(tid), ts_text=ts, dur_text=dur)  # type: ignore[arg-type]
+    cols.args = _arg_columns(args)  # type: ignore[arg-type]
+    cols.with_phase = with_phase
     return cols
+
+
+def _as_tuple(picked: Any, count: int) -> tuple[Any, ...]:
+    """itemgetter returns a bare item, not a 1-tuple, when it picks one index."""
+    return (picked,) if count == 1 else tuple(picked)
+
+
+def _id_texts(values: Sequence[Any]) -> Any:
+    """pid/tid as text: integers are converted in bulk by Arrow, mixed values one by one."""
+    try:
+        return pc.cast(pa.array(values, pa.int64()), pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
 _KEPT_PHASES = frozenset(("X", "i", "I"))
@@ -316,6 +457,12 @@ def _append_common(cols: SourceColumns, i: int, ph: Any, cat: Any, name: Any, pi
 
 def _finish(path: Path, events: pa.Table, count: int, header: tuple[Any, Any, Any],
             anomalies: list[Anomaly]) -> KinetoTrace:
+    info = _info(count, header, anomalies)
+    return KinetoTrace(path, events, count, info.device_properties, info.distributed_info,
+                       info.display_time_unit, info.anomalies)
+
+
+def _info(count: int, header: tuple[Any, Any, Any], anomalies: list[Anomaly]) -> TraceInfo:
     props, dist, unit = header
     props_list = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     dist_info = dist if isinstance(dist, dict) else None
@@ -324,8 +471,8 @@ def _finish(path: Path, events: pa.Table, count: int, header: tuple[Any, Any, An
         anomalies.append(("unknown_display_time_unit", None,
                           f"displayTimeUnit {unit!r} is not one of {known}; ts/dur read as µs "
                           "(the Chrome trace format's unit whatever the display unit)"))
-    return KinetoTrace(path, events, count, props_list, dist_info,
-                       unit if isinstance(unit, str) else None, anomalies)
+    return TraceInfo(count, props_list, dist_info, unit if isinstance(unit, str) else None,
+                     anomalies)
 
 
 # ---- lenient path: any JSON shape, every oddity recorded ------------------------------
@@ -433,11 +580,11 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
                                                                       ids, anomalies)
     ints = {c: _int_column(c, args[c], ids, anomalies) for c in ARG_COLUMNS}
     return pa.table({
-        "event_id": pa.array(ids, pa.int64()), "ph": pa.array(cols.ph, pa.string()),
-        "category": pa.array(cols.cat, pa.string()), "name": pa.array(cols.name, pa.string()),
+        "event_id": pa.array(ids, pa.int64()), "ph": _strings(cols.ph),
+        "category": _strings(cols.cat), "name": _strings(cols.name),
         "ts_ns": _times("ts", cols.ts_text, ids, anomalies),
         "dur_ns": _times("dur", cols.dur_text, ids, anomalies),
-        "pid": pa.array(cols.pid, pa.string()), "tid": pa.array(cols.tid, pa.string()),
+        "pid": _strings(cols.pid), "tid": _strings(cols.tid),
         "correlation_id": ints["correlation"], "external_id": ints["external_id"],
         "device_id": ints["device"], "stream_id": ints["stream"],
         "grid_x": grid[0], "grid_y": grid[1], "grid_z": grid[2],
@@ -447,20 +594,34 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     })
 
 
+def _strings(values: Any) -> pa.Array:
+    return values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+
+
 # device ids become int32 columns; everything else int64
 _RANGES = {"device": (-(1 << 31), (1 << 31) - 1)}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-def _int_column(column: str, values: list[Any], ids: list[int], anomalies: list[Anomaly]
-                ) -> pa.Array:
-    """An int64 column; a value out of range is NULL with an anomaly, never an error."""
+def _int_column(column: str, values: Sequence[Any], ids: Sequence[int],
+                anomalies: list[Anomaly]) -> pa.Array:
+    """An int64 column; a value out of range is NULL with an anomaly, never an error.
+
+    `values` hold only ints and None here (see _normalise_arg).
+    """
     low, high = _RANGES.get(column, _INT64)
-    if column not in _RANGES:
-        try:
-            return pa.array(values, pa.int64())
-        except (OverflowError, pa.ArrowInvalid):
-            pass
+    try:
+        array = pa.array(values, pa.int64())
+    except (OverflowError, pa.ArrowInvalid):
+        return _int_column_slow(column, values, ids, anomalies, low, high)
+    bounds = pc.min_max(array).as_py()
+    if bounds["min"] is not None and (bounds["min"] < low or bounds["max"] > high):
+        return _int_column_slow(column, values, ids, anomalies, low, high)
+    return array
+
+
+def _int_column_slow(column: str, values: Sequence[Any], ids: Sequence[int],
+                     anomalies: list[Anomaly], low: int, high: int) -> pa.Array:
     out = []
     for value, event_id in zip(values, ids):
         if value is not None and not low <= value <= high:
@@ -471,9 +632,28 @@ def _int_column(column: str, values: list[Any], ids: list[int], anomalies: list[
     return pa.array(out, pa.int64())
 
 
-def _dims(column: str, values: list[Any], ids: list[int], anomalies: list[Anomaly]
+def _dims(column: str, values: Sequence[Any], ids: Sequence[int], anomalies: list[Anomaly]
           ) -> list[pa.Array]:
-    """x, y, z columns; a list that is not three in-range integers is NULL and flagged."""
+    """x, y, z columns; a list that is not three in-range integers is NULL and flagged.
+
+    Fast path: Arrow infers list<int64> (so no float, bool or huge value slipped in) and
+    every present list has three items.
+    """
+    try:
+        lists = pa.array(values)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        lists = None
+    if lists is not None and lists.type in (pa.list_(pa.int64()), pa.null()):
+        lengths = pc.list_value_length(lists) if lists.type != pa.null() else lists
+        if pc.all(pc.equal(lengths, 3)).as_py() in (True, None):
+            if lists.type == pa.null():
+                return [pa.nulls(len(values), pa.int64()) for _ in range(3)]
+            return [pc.list_element(lists, axis) for axis in range(3)]
+    return _dims_slow(column, values, ids, anomalies)
+
+
+def _dims_slow(column: str, values: Sequence[Any], ids: Sequence[int],
+               anomalies: list[Anomaly]) -> list[pa.Array]:
     clean: list[Any] = []
     for value, event_id in zip(values, ids):
         if value is not None and (len(value) != 3 or not all(
