@@ -6,22 +6,22 @@ runs of the command still land.
 """
 from __future__ import annotations
 
-import gc
+import shutil
 import uuid
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
-from etl.extract.kineto import NotATrace, read_trace
+from etl.extract.kineto import NotATrace
 from etl.match_stage import match_run
-from etl.ncu_ingest import NcuPart, extract_ncu
+from etl.ncu_ingest import extract_ncu
 from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
-from etl.warehouse import Warehouse
+from etl.warehouse import RUN_TABLES, TableWriter, Warehouse, write_staged
 
 
 def extractor_version() -> str:
@@ -50,11 +50,16 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
 
 
+PARALLEL_BYTES = 64 << 20  # files this big are decoded by one worker process per core
+
+
 @dataclass(frozen=True)
 class Options:
     debug: bool = False     # let exceptions through (tracebacks) instead of one-line errors
     salvage: bool = False   # keep the complete events of truncated traces
     jobs: int = 1           # run folders extracted in parallel processes
+    slice_workers: int = 1  # processes decoding one big trace (when runs are not parallel)
+    parallel_bytes: int = PARALLEL_BYTES
 
 
 @dataclass
@@ -103,19 +108,38 @@ def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     run_id = run_id_for(run.name, list(inputs.items()))
     if _unchanged(warehouse, run.name, run_id):
         return Prepared(RunResult(run.name, "unchanged", run_id))
-    sources, tables = _extract_sources(run, dims, inputs, options.salvage)
-    ncu = extract_ncu(run, tables.get("devices"), dims)
+    publish_id = f"{run_id}-{uuid.uuid4().hex[:12]}"
+    staged = warehouse.new_stage(publish_id)
+    try:
+        return _stage_run(run, dims, toml_text, inputs, staged, run_id, publish_id, options)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)  # private: never published
+        raise
+
+
+def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None,
+               inputs: dict[str, str], staged: Path, run_id: str, publish_id: str,
+               options: Options) -> Prepared:
+    writers = {t: TableWriter(staged, t, {"run_id": run_id, "publish_id": publish_id})
+               for t in STREAMED_TABLES}
+    sources, small = _extract_sources(run, dims, inputs, staged, writers, options)
+    ncu = extract_ncu(run, small.get("devices"), dims)
     if not sources and not ncu.sources:
         raise RunError(f"{run.name}: no profiler output in the run folder "
                        f"({len(run.skipped)} file(s) skipped); nothing ingested")
-    tables = _merge_ncu(tables, ncu)
-    tables["kernel_match"] = match_run(tables.get("kernels"), tables.get("host_events"),
-                                       tables["ncu_kernels"])
-    publish_id = f"{run_id}-{uuid.uuid4().hex[:12]}"
-    tables = {name: _tag(name, table, run_id, publish_id) for name, table in tables.items()}
-    row = _runs_row(run, run_id, dims, toml_text, sources, tables, ncu.sources, publish_id)
-    staged = warehouse.stage(publish_id, tables)
-    return Prepared(_result(run, run_id, sources, tables), staged, row)
+    writers["anomalies"].write(ncu.anomalies)
+    for writer in writers.values():
+        writer.close()
+    tables = {**small, **ncu.tables}
+    kernels, host = _match_inputs(staged, sources) if ncu.tables["ncu_kernels"].num_rows else (
+        None, None)
+    tables["kernel_match"] = match_run(kernels, host, tables["ncu_kernels"])
+    for name in RUN_TABLES:
+        if name not in STREAMED_TABLES:
+            write_staged(staged, name, _tag(name, tables.get(name), run_id, publish_id))
+    counts = {t: w.rows for t, w in writers.items()}
+    row = _runs_row(run, run_id, dims, toml_text, sources, counts, ncu.sources, publish_id)
+    return Prepared(_result(run, run_id, sources, counts), staged, row)
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
@@ -142,51 +166,61 @@ class Source:
     truncated: bool
 
 
+STREAMED_TABLES = ("host_events", "kernels", "anomalies")
+SMALL_TRACE_TABLES = ("devices", "iterations")
+
+
 def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str],
-                     salvage: bool) -> tuple[list[Source], dict[str, Any]]:
-    # The decoder creates millions of acyclic objects; the cyclic GC would only rescan them.
-    gc.disable()
-    try:
-        return _extract_sources_gc_off(run, dims, hashes, salvage)
-    finally:
-        gc.enable()
-
-
-def _extract_sources_gc_off(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str],
-                            salvage: bool) -> tuple[list[Source], dict[str, Any]]:
+                     staged: Path, writers: dict[str, TableWriter], options: Options
+                     ) -> tuple[list[Source], dict[str, Any]]:
+    """Stream every trace of the run into the writers; small tables are returned."""
     import pyarrow as pa
 
-    from etl.trace_tables import build
+    from etl.trace_pipeline import Sinks, ingest_trace
 
+    sinks = Sinks(writers["host_events"].write, writers["kernels"].write,
+                  writers["anomalies"].write)
     sources: list[Source] = []
-    parts: dict[str, list[pa.Table]] = {t: [] for t in TRACE_TABLES}
+    parts: dict[str, list[pa.Table]] = {t: [] for t in SMALL_TRACE_TABLES}
     for path in run.traces:
         rel = relative(run, path)
+        source_id = len(sources)
         try:
-            trace = read_trace(path, salvage=salvage)
+            done = ingest_trace(path, source_id, dims.get("gpu"), staged / f"spill-{source_id}",
+                                sinks, _pipeline_options(path, options))
         except NotATrace as exc:
             run.skipped.append((rel, str(exc)))
             continue
-        if trace.truncated:
-            trace.anomalies.append(("truncated_input", None, "the file ends early; the "
-                                    "complete events before the cut were kept (--salvage)"))
-        built = build(trace, len(sources), dims.get("gpu"))
-        sources.append(Source(len(sources), path, rel, built.rank, trace.event_count,
-                              built.gpu_names, hashes[rel], trace.truncated))
-        for table in TRACE_TABLES:
-            parts[table].append(getattr(built, table))
-    tables = {t: pa.concat_tables(p) if p else None for t, p in parts.items()}
-    return sources, tables
+        sources.append(Source(source_id, path, rel, done.rank, done.info.event_count,
+                              done.gpu_names, hashes[rel], done.info.truncated))
+        parts["devices"].append(done.devices)
+        parts["iterations"].append(done.iterations)
+    return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}
 
 
-def _merge_ncu(tables: dict[str, Any], ncu: NcuPart) -> dict[str, Any]:
-    import pyarrow as pa
+def _pipeline_options(path: Path, options: Options) -> Any:
+    from etl.trace_pipeline import PipelineOptions
 
-    merged = {**tables, **ncu.tables}
-    trace_anomalies = tables.get("anomalies")
-    merged["anomalies"] = (pa.concat_tables([trace_anomalies, ncu.anomalies])
-                           if trace_anomalies is not None else ncu.anomalies)
-    return merged
+    big = path.stat().st_size >= options.parallel_bytes
+    return PipelineOptions(salvage=options.salvage,
+                           workers=options.slice_workers if big else 1,
+                           threads=max(1, options.slice_workers))
+
+
+def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
+    """Trace kernels and launch times for the matcher, read back from the staged files
+    (only when there are traces; the matcher needs nothing when there is no export)."""
+    import pyarrow.parquet as pq
+
+    from etl.match_stage import TRACE_COLUMNS
+
+    if not sources:
+        return None, None
+    kernels = pq.read_table(staged / "kernels.parquet", columns=[
+        *TRACE_COLUMNS, "kind", "kernel_id", "launch_event_id"])
+    host = pq.read_table(staged / "host_events.parquet",
+                         columns=["source_id", "event_id", "ts_ns"])
+    return kernels, host
 
 
 def _tag(name: str, table: Any, run_id: str, publish_id: str) -> Any:
@@ -202,7 +236,7 @@ def _tag(name: str, table: Any, run_id: str, publish_id: str) -> Any:
 
 
 def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str | None,
-              sources: list[Source], tables: dict[str, Any],
+              sources: list[Source], counts: dict[str, int],
               ncu_sources: list[dict[str, Any]], publish_id: str) -> Any:
     import pyarrow as pa
 
@@ -211,7 +245,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
     gpu, gpu_source = _gpu(dims, sources)
     row = {
         "run_id": run_id, "publish_id": publish_id, "publish_seq": 0,  # seq set at publish
-        "run_name": run.name, "run_path": str(run.path.resolve()),
+        "run_name": run.name, "run_path": run.location(),
         "sources": [_source_entry(s) for s in sources], "ncu_sources": ncu_sources,
         "skipped": [{"path": p, "reason": r} for p, r in run.skipped],
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
@@ -221,7 +255,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "extractor_version": extractor_version(),
         "ingested_at": datetime.now(UTC),
         "event_count": sum(s.events for s in sources),
-        "anomaly_count": tables["anomalies"].num_rows,
+        "anomaly_count": counts["anomalies"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
 
@@ -240,11 +274,10 @@ def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str |
 
 
 def _result(run: RunFolder, run_id: str, sources: list[Source],
-            tables: dict[str, Any]) -> RunResult:
+            counts: dict[str, int]) -> RunResult:
     result = RunResult(run.name, "ingested", run_id,
                        events=sum(s.events for s in sources),
-                       kernels=tables["kernels"].num_rows,
-                       anomalies=tables["anomalies"].num_rows)
+                       kernels=counts["kernels"], anomalies=counts["anomalies"])
     for rel, reason in run.skipped:
         result.warnings.append(f"{run.name}/{rel}: skipped ({reason})")
     if result.anomalies:
@@ -256,8 +289,13 @@ def _result(run: RunFolder, run_id: str, sources: list[Source],
 
 def ingest_all(folders: list[Path], warehouse: Warehouse, options: Options = Options(),
                on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
-    """Extract runs in `options.jobs` processes; publish them one at a time, here."""
+    """Extract runs in `options.jobs` processes; publish them one at a time, here.
+
+    A single run gets the processes for its big traces instead (slice decoding).
+    """
     warehouse.init()
+    if len(folders) == 1:
+        options = replace(options, slice_workers=options.jobs, jobs=1)
     results: list[RunResult] = []
     for prepared in _prepared(folders, warehouse, options):
         if prepared.staged is not None and prepared.result.run_id is not None:

@@ -289,25 +289,31 @@ def _with_context(table: pa.Table, context: dict[str, Any]) -> pa.Table:
 
 def _devices(trace: KinetoTrace, kernels: pa.Table, context: dict[str, Any],
              gpu_override: str | None) -> pa.Table:
+    ids = [d for d in pc.unique(kernels["device_id"]).to_pylist() if d is not None]
+    return _with_context(_devices_table(trace.device_properties, ids, gpu_override), context)
+
+
+def _devices_table(device_properties: list[dict[str, Any]], kernel_devices: list[int],
+                   gpu_override: str | None) -> pa.Table:
+    """One row per device: deviceProperties entries, plus devices only kernels name."""
     rows: dict[int, dict[str, Any]] = {}
-    for p in trace.device_properties:
+    for p in device_properties:
         if isinstance(p.get("id"), int):
             rows[p["id"]] = _device_row(p)
-    for dev in pc.unique(kernels["device_id"]).to_pylist():
-        if dev is not None and dev not in rows:
+    for dev in kernel_devices:
+        if dev not in rows:
             rows[dev] = {"name": gpu_override, "compute_capability": None, "sm_count": None,
                          "memory_bytes": None,
                          "properties_source": "run.toml" if gpu_override else None}
     ids = sorted(rows)
     data = {k: [rows[i][k] for i in ids] for k in
             ("name", "compute_capability", "sm_count", "memory_bytes", "properties_source")}
-    table = pa.table({"device_id": pa.array(ids, pa.int32()),
-                      "name": pa.array(data["name"], pa.string()),
-                      "compute_capability": pa.array(data["compute_capability"], pa.string()),
-                      "sm_count": pa.array(data["sm_count"], pa.int32()),
-                      "memory_bytes": pa.array(data["memory_bytes"], pa.int64()),
-                      "properties_source": pa.array(data["properties_source"], pa.string())})
-    return _with_context(table, context)
+    return pa.table({"device_id": pa.array(ids, pa.int32()),
+                     "name": pa.array(data["name"], pa.string()),
+                     "compute_capability": pa.array(data["compute_capability"], pa.string()),
+                     "sm_count": pa.array(data["sm_count"], pa.int32()),
+                     "memory_bytes": pa.array(data["memory_bytes"], pa.int64()),
+                     "properties_source": pa.array(data["properties_source"], pa.string())})
 
 
 def _device_row(p: dict[str, Any]) -> dict[str, Any]:

@@ -134,12 +134,20 @@ class Warehouse:
             return []
         return [p for p in self.data.iterdir() if p.name != SCHEMA_DIR and p.is_dir()]
 
-    def stage(self, publish_id: str, tables: dict[str, pa.Table]) -> Path:
-        """Write a run's tables into a private staging folder; nothing is visible yet."""
+    def new_stage(self, publish_id: str) -> Path:
+        """A private staging folder for one run; nothing in it is visible until publish.
+
+        The name ends in our pid: the garbage collector removes folders of dead writers.
+        """
         folder = self.staging / f"{publish_id}.{os.getpid()}"
         folder.mkdir(parents=True)
+        return folder
+
+    def stage(self, publish_id: str, tables: dict[str, pa.Table]) -> Path:
+        """Write a run's tables into a private staging folder; nothing is visible yet."""
+        folder = self.new_stage(publish_id)
         for table in RUN_TABLES:
-            _write_parquet(conform(table, tables[table]), folder / f"{table}.parquet")
+            write_staged(folder, table, tables[table])
         return folder
 
     def publish(self, staged: Path, runs_row: pa.Table) -> None:
@@ -200,6 +208,54 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def write_staged(folder: Path, table: str, data: pa.Table) -> None:
+    _write_parquet(conform(table, data), folder / f"{table}.parquet")
+
+
+class TableWriter:
+    """One table of a staged run, written as batches arrive, in row groups of
+    ROW_GROUP_ROWS rows (large groups keep files small; memory holds at most one group).
+
+    `constants` (run_id, publish_id) are added to every batch.
+    """
+
+    def __init__(self, folder: Path, table: str, constants: dict[str, str]) -> None:
+        import pyarrow.parquet as pq
+
+        self.table, self.constants, self.rows = table, constants, 0
+        self.path = folder / f"{table}.parquet"
+        self._buffer: list[pa.Table] = []
+        self._buffered = 0
+        self._writer = pq.ParquetWriter(self.path, table_schema(table).arrow(),
+                                        compression="zstd")
+
+    def write(self, data: pa.Table) -> None:
+        import pyarrow as pa
+
+        n = data.num_rows
+        for name, value in reversed(self.constants.items()):
+            data = data.add_column(0, name, pa.array([value] * n, pa.string()))
+        self._buffer.append(conform(self.table, data))
+        self._buffered += n
+        self.rows += n
+        if self._buffered >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._buffer:
+            self._writer.write_table(pa.concat_tables(self._buffer),
+                                     row_group_size=ROW_GROUP_ROWS)
+        self._buffer, self._buffered = [], 0
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+        with open(self.path, "rb+") as fh:
+            os.fsync(fh.fileno())
 
 
 def empty_table(table: str) -> pa.Table:

@@ -21,10 +21,6 @@ ONE_JOB = ("--jobs", "1")  # one extraction process: these tests are about names
 # Python decodes names as ASCII here (no C.UTF-8 coercion, no UTF-8 mode): a non-UTF-8
 # terminal, where printing "é" or "☃" raises unless the output is made tolerant.
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-NEEDS_RUN_PATH_ESCAPED = pytest.mark.xfail(strict=True, reason=(
-    "BUG: ingest.py stores runs.run_path as str(run.path.resolve()), so a run folder whose "
-    "own (or parent) name is not UTF-8 is refused with 'internal error UnicodeEncodeError'; "
-    "fix: `\"run_path\": run.location()` in ingest._runs_row (RunFolder.location escapes it)"))
 NEEDS_VIEWS_UTF8 = pytest.mark.xfail(strict=True, reason=(
     "BUG: under a non-UTF-8 locale every command that opens the views crashes with "
     "UnicodeDecodeError: views.load_view reads the .sql files with path.read_text() in the "
@@ -85,7 +81,6 @@ def test_trace_file_names_are_stored_escaped(tmp_path: Path) -> None:
     assert query_json(tmp_path / "wh", "SELECT count(*) AS n FROM kernels") == [{"n": 4}]
 
 
-@NEEDS_RUN_PATH_ESCAPED
 def test_run_folder_names_are_stored_escaped_and_stay_distinct(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     for raw in (b"run\xff", b"run\xfe", b"z-good"):
@@ -171,10 +166,7 @@ def test_listing_under_an_ascii_locale(tmp_path: Path) -> None:
     assert (code, out) == (0, "run_name\ncaf\\xe9 \\u2603\n"), err
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: both of the above: views.load_view reads the .sql files in the locale's encoding, "
-    "and a folder named `café ☃` is decoded by Python as ASCII with surrogates, so "
-    "ingest.py's unescaped runs.run_path cannot be encoded"))
+@NEEDS_VIEWS_UTF8
 def test_ingest_under_an_ascii_locale(tmp_path: Path) -> None:
     """The stored name is the UTF-8 reading of the bytes whatever the locale: `café ☃`,
     not `caf\\xc3\\xa9 ...` (Python decodes the name as ASCII under this locale)."""

@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from etl.errors import InputError
+from etl.errors import InputError, name_text
 from etl.extract.rawio import read_head
 
 if TYPE_CHECKING:
@@ -412,8 +412,8 @@ def _merge(a: NcuExport, b: NcuExport) -> NcuExport:
             x[column] = _agree(x[column], y[column])
         if differ:
             anomalies.append(("ncu_merge_conflict", None,
-                              f"{column} differs between {a.paths[-1].name} and "
-                              f"{b.paths[0].name} for {len(differ)} kernels (first ID "
+                              f"{column} differs between {name_text(a.paths[-1].name)} and "
+                              f"{name_text(b.paths[0].name)} for {len(differ)} kernels (first ID "
                               f"{differ[0]}); set NULL where the files disagree"))
     for x, y in zip(left, right):
         x["metric_count"] += y["metric_count"]

@@ -1,0 +1,103 @@
+"""Pass 3 of the trace pipeline: each GPU activity joined to the first launch call with its
+correlation id, in bounded memory.
+
+GPU rows (spilled per slice) and launch calls (spilled by pass 2, with their op and layer)
+are split into partitions by correlation id, so that one partition's join fits in a
+fixed budget of rows whatever the trace size; each partition is joined in memory by
+Arrow's hash join. With one partition (most traces) the rows come out in event order;
+with several, in event order within each partition.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from etl.extract.kineto import Anomaly
+
+PART_ROWS = 1 << 18     # GPU rows + launch rows joined at once (~50 MB of Arrow)
+LAUNCH_COLUMNS = ["event_id", "correlation_id", "ts_ns", "op_event_id", "op_name", "layer"]
+Emit = Callable[[pa.Table], None]
+
+
+def join_kernels(spill: Path, gpu_rows: int, launch_rows: int, emit: Emit,
+                 anomalies: list[Anomaly]) -> None:
+    """Emit joined kernel rows (GPU columns + launch_event_id, launch_ts_ns, op_event_id,
+    op_name, layer); duplicate launches become anomalies."""
+    gpu_files = sorted(spill.glob("gpu-*.parquet"))
+    launch_file = spill / "launch.parquet"
+    parts = 1 + (gpu_rows + launch_rows) // PART_ROWS
+    if parts == 1:
+        _join(_read(gpu_files), _read([launch_file]), emit, anomalies)
+        return
+    folders = _split(gpu_files, launch_file, spill / "parts", parts)
+    for folder in folders:
+        _join(_read(sorted(folder.glob("gpu-*.parquet"))),
+              _read(sorted(folder.glob("launch-*.parquet"))), emit, anomalies)
+
+
+def _read(files: list[Path]) -> pa.Table | None:
+    tables = [pq.read_table(f) for f in files if f.exists()]
+    return pa.concat_tables(tables) if tables else None
+
+
+def _split(gpu_files: list[Path], launch_file: Path, root: Path, parts: int) -> list[Path]:
+    """Write each file's rows into root/<k>/ by correlation id modulo `parts`."""
+    folders = [root / str(k) for k in range(parts)]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    for n, batch in enumerate(_batches(gpu_files)):
+        _scatter(batch, folders, f"gpu-{n:06d}.parquet")
+    if launch_file.exists():
+        for n, batch in enumerate(_batches([launch_file])):
+            _scatter(batch, folders, f"launch-{n:06d}.parquet")
+    return folders
+
+
+def _batches(files: list[Path]) -> Iterator[pa.Table]:
+    for path in files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 17):
+            yield pa.Table.from_batches([batch])
+
+
+def _scatter(table: pa.Table, folders: list[Path], name: str) -> None:
+    corr = np.asarray(pc.fill_null(table["correlation_id"], 0).to_numpy(), dtype=np.int64)
+    part = corr % len(folders)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(len(folders) + 1))
+    for k, folder in enumerate(folders):
+        rows = order[bounds[k]:bounds[k + 1]]
+        if len(rows):
+            pq.write_table(table.take(pa.array(rows)), folder / name, compression="lz4")
+
+
+def _join(gpu: pa.Table | None, launches: pa.Table | None, emit: Emit,
+          anomalies: list[Anomaly]) -> None:
+    if gpu is None or gpu.num_rows == 0:
+        return
+    first = _first_launches(launches, anomalies)
+    joined = gpu.join(first, "correlation_id", join_type="left outer")
+    emit(joined.sort_by("event_id"))
+
+
+def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.Table:
+    """The earliest (lowest event id) launch per correlation id; later ones are flagged."""
+    if launches is None:
+        launches = pa.schema([("event_id", pa.int64()), ("correlation_id", pa.int64()),
+                              ("ts_ns", pa.int64()), ("op_event_id", pa.int64()),
+                              ("op_name", pa.string()), ("layer", pa.string())]).empty_table()
+    launches = launches.select(LAUNCH_COLUMNS).sort_by(
+        [("correlation_id", "ascending"), ("event_id", "ascending")])
+    corr = np.asarray(launches["correlation_id"].to_numpy(), dtype=np.int64)
+    first = np.ones(len(corr), dtype=bool)
+    first[1:] = corr[1:] != corr[:-1]
+    for event_id in launches["event_id"].filter(pa.array(~first)).to_pylist():
+        anomalies.append(("duplicate_correlation", event_id, "a second launch call with the "
+                          "same correlation id; the first is used"))
+    return launches.filter(pa.array(first)).rename_columns(
+        ["launch_event_id", "correlation_id", "launch_ts_ns", "op_event_id", "op_name",
+         "layer"])

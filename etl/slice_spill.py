@@ -1,0 +1,144 @@
+"""One slice of a trace → classified Arrow rows spilled to Parquet, plus a small summary.
+
+This is the per-slice half of the streaming pipeline (trace_pipeline.py); it runs in the
+ingesting process or in a worker process, so it takes and returns only picklable values.
+Host rows get the flags the linker needs (computed in bulk here, not per event later);
+GPU rows get their kind. Everything that must be known about the whole source before
+linking (steps, the span of kept events, device ids, anomalies) is returned, not written.
+"""
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from etl.extract.kineto import Anomaly, decode_slice, field_map
+from etl.trace_tables import HOST_COLUMNS, _classify, _flag_times
+
+SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
+
+
+@dataclass
+class SliceSummary:
+    index: int
+    with_phase: int
+    host_rows: int = 0
+    gpu_rows: int = 0
+    anomalies: list[Anomaly] = field(default_factory=list)
+    steps: list[tuple[int, int, int, int]] = field(default_factory=list)  # id, N, start, end
+    span: tuple[int, int] | None = None   # min start, max end of kept timed events
+    devices: list[int] = field(default_factory=list)
+
+
+def spill_text(path: Path, text: bytes, first_id: int, offset: int, folder: Path,
+               index: int) -> SliceSummary:
+    """Decode one validated slice and spill it (the worker entry point)."""
+    with gc_paused():
+        decoded = decode_slice(path, text, first_id, offset)
+    return spill_table(decoded.table, decoded.anomalies, decoded.with_phase, folder, index)
+
+
+def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folder: Path,
+                index: int) -> SliceSummary:
+    """Classify decoded events and write host-<index> / gpu-<index>.parquet in `folder`."""
+    summary = SliceSummary(index, with_phase, anomalies=list(anomalies))
+    is_host, is_gpu, kinds = _classify(base, summary.anomalies)
+    _flag_times(base, summary.anomalies)
+    host = _with_link_flags(base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host))))
+    gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
+        "kind", pa.array(kinds, pa.string()))
+    summary.steps = _steps(host)
+    summary.span = _span(base.take(pa.array(np.flatnonzero(is_host | is_gpu))))
+    summary.devices = [d for d in pc.unique(gpu["device_id"]).to_pylist() if d is not None]
+    summary.host_rows, summary.gpu_rows = host.num_rows, gpu.num_rows
+    _write(host, folder / f"host-{index:06d}.parquet")
+    _write(gpu, folder / f"gpu-{index:06d}.parquet")
+    return summary
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The decoder makes ~10 acyclic objects per event; the cyclic GC would only rescan
+    them (it costs several times the decoding)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _write(table: pa.Table, path: Path) -> None:
+    if table.num_rows:
+        pq.write_table(table, path, compression=SPILL_COMPRESSION)
+
+
+def _with_link_flags(host: pa.Table) -> pa.Table:
+    """Add is_op, is_layer, is_launch and linkable (see etl/link.py for the rules)."""
+    names, cats = host["name"], host["category"]
+    step = _is_step_name(names)
+    spec = field_map()["layers"]
+    is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])), pc.invert(step))
+    module = pc.and_(pc.equal(cats, "python_function"),
+                     pc.starts_with(names, spec["module_prefix"]))
+    annotation = pc.and_(pc.is_in(cats, pa.array(spec["annotation_categories"])),
+                         pc.and_(pc.invert(step), pc.greater(pc.utf8_length(names), 0)))
+    launch_cats = [c for c, e in field_map()["categories"].items() if e.get("launch")]
+    linkable = pc.and_(pc.and_(pc.equal(host["ph"], "X"), pc.is_valid(host["ts_ns"])),
+                       pc.greater_equal(host["dur_ns"], 0))
+    flags = {"is_op": is_op, "is_layer": pc.or_(module, annotation),
+             "is_launch": pc.is_in(cats, pa.array(launch_cats)), "linkable": linkable}
+    for column, values in flags.items():
+        host = host.append_column(column, pc.fill_null(values, False))
+    return host
+
+
+def _is_step_name(names: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return pc.fill_null(pc.match_substring_regex(names, field_map()["steps"]["pattern"]), False)
+
+
+def _steps(host: pa.Table) -> list[tuple[int, int, int, int]]:
+    """(event_id, N, start, end) of the ProfilerStep#N markers with ts and dur, in order."""
+    spec = field_map()["steps"]
+    mask = pc.and_(pc.and_(pc.is_in(host["category"], pa.array(spec["categories"])),
+                           _is_step_name(host["name"])),
+                   pc.and_(pc.equal(host["ph"], "X"), pc.and_(
+                       pc.is_valid(host["ts_ns"]), pc.is_valid(host["dur_ns"]))))
+    rows = host.filter(pc.fill_null(mask, False))
+    pattern = re.compile(spec["pattern"])
+    out = []
+    for event_id, name, ts, dur in zip(*(rows[c].to_pylist() for c in (
+            "event_id", "name", "ts_ns", "dur_ns"))):
+        match = pattern.match(name)
+        assert match is not None  # the same pattern selected the row
+        out.append((event_id, int(match.group(1)), ts, ts + dur))
+    return out
+
+
+def _span(kept: pa.Table) -> tuple[int, int] | None:
+    """Earliest start and latest end of complete events with ts and dur ≥ 0 (the
+    whole-trace iteration when there are no step markers)."""
+    ok = pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(kept["ts_ns"])),
+                 pc.greater_equal(kept["dur_ns"], 0))
+    spans = kept.filter(pc.fill_null(ok, False))
+    if spans.num_rows == 0:
+        return None
+    start = pc.min(spans["ts_ns"]).as_py()
+    end = pc.max(pc.add(spans["ts_ns"], spans["dur_ns"])).as_py()
+    return (start, end)
+
+
+def merge_span(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+    if a is None or b is None:
+        return a or b
+    return (min(a[0], b[0]), max(a[1], b[1]))
+

@@ -1,0 +1,437 @@
+"""One Kineto trace → rows of the run's tables, in bounded memory, whatever the file size.
+
+Three passes over a private spill folder:
+1. slices (~16 MiB of JSON) are decoded, classified and spilled to Parquet, one worker
+   process per core for big files (slice_spill.py); only small per-slice summaries return;
+2. host events are sorted by (thread, start, longer first, event id) by DuckDB (out of core)
+   and linked chunk by chunk with a carried stack (etl/link.py); the linked host rows are
+   written as they come, with the launches and scope names kept aside in the spill folder;
+3. GPU activities are joined to their first launch and its op/layer names in DuckDB.
+The in-memory reading (trace_tables.build over read_trace) is the reference these tables
+are tested against.
+"""
+from __future__ import annotations
+
+import shutil
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from etl import link
+from etl.extract.kineto import SLICE_BYTES, Anomaly, TraceInfo, stream_trace
+from etl.kernel_join import join_kernels
+from etl.slice_spill import SliceSummary, gc_paused, merge_span, spill_table, spill_text
+from etl.trace_tables import _anomaly_table, _devices_table
+
+CHUNK_ROWS = 1 << 17          # rows linked at once (memory ~ 40 × this many bytes)
+DUCKDB_MEMORY = "128MB"       # DuckDB spills to the spill folder beyond this
+Writer = Callable[[pa.Table], None]
+
+
+@dataclass
+class Sinks:
+    """Where finished rows go (the run's table writers)."""
+
+    host_events: Writer
+    kernels: Writer
+    anomalies: Writer
+
+
+@dataclass
+class SourceResult:
+    info: TraceInfo
+    iterations: pa.Table
+    devices: pa.Table
+    rank: int | None
+    gpu_names: list[str]
+    kernels: int = 0
+    anomalies: int = 0
+
+
+@dataclass
+class PipelineOptions:
+    salvage: bool = False
+    workers: int = 1              # slice-decoding processes (1: decode here)
+    slice_bytes: int = SLICE_BYTES
+    chunk_rows: int = CHUNK_ROWS
+    threads: int = 2              # DuckDB threads
+
+
+def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Path,
+                 sinks: Sinks, options: PipelineOptions) -> SourceResult:
+    """Stream one trace file into `sinks`; the spill folder is removed afterwards."""
+    spill.mkdir(parents=True)
+    try:
+        sink = SpillSink(path, spill, options.workers)
+        try:
+            with gc_paused():
+                info = stream_trace(path, sink, options.salvage, options.slice_bytes)
+        finally:
+            summaries = sink.close()
+        return _assemble(path, info, summaries, source_id, gpu_override, spill, sinks,
+                         options)
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+class SpillSink:
+    """Receives validated slices in order; decodes and spills them here or in workers,
+    keeping at most two slices per worker in flight (memory stays flat)."""
+
+    def __init__(self, path: Path, folder: Path, workers: int) -> None:
+        self.path, self.folder = path, folder
+        self.summaries: list[SliceSummary] = []
+        self.pending: deque[Future[SliceSummary]] = deque()
+        self.pool = _pool(workers) if workers > 1 else None
+        self.limit = 2 * workers
+
+    def text(self, text: bytes, first_id: int, offset: int) -> None:
+        index = len(self.summaries) + len(self.pending)
+        if self.pool is None:
+            self.summaries.append(spill_text(self.path, text, first_id, offset, self.folder,
+                                             index))
+            return
+        self.pending.append(self.pool.submit(spill_text, self.path, text, first_id, offset,
+                                             self.folder, index))
+        while len(self.pending) >= self.limit:
+            self.summaries.append(self.pending.popleft().result())
+
+    def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
+        self._drain()
+        index = len(self.summaries)
+        self.summaries.append(spill_table(table, anomalies, with_phase, self.folder, index))
+
+    def with_phase(self) -> int:
+        self._drain()
+        return sum(s.with_phase for s in self.summaries)
+
+    def _drain(self) -> None:
+        while self.pending:
+            self.summaries.append(self.pending.popleft().result())
+
+    def close(self) -> list[SliceSummary]:
+        try:
+            self._drain()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+        return self.summaries
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    import multiprocessing
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+# ---- passes 2 and 3 ---------------------------------------------------------------
+
+@dataclass
+class _Source:
+    source_id: int
+    rank: int | None
+    steps: tuple[np.ndarray, np.ndarray, np.ndarray]   # start, end, number
+    anomalies: list[Anomaly] = field(default_factory=list)
+
+
+def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source_id: int,
+              gpu_override: str | None, spill: Path, sinks: Sinks,
+              options: PipelineOptions) -> SourceResult:
+    rank = _rank(info)
+    steps = [s for summary in summaries for s in summary.steps]
+    source = _Source(source_id, rank, _step_arrays(steps))
+    for summary in summaries:
+        source.anomalies += summary.anomalies
+    launch_rows = 0
+    if any(s.host_rows for s in summaries):
+        launch_rows = _link_host(spill, source, sinks.host_events, options)
+    gpu_rows = sum(s.gpu_rows for s in summaries)
+    kernels = _kernels(spill, gpu_rows, launch_rows, source, sinks.kernels) if gpu_rows else 0
+    source.anomalies += info.anomalies
+    if info.truncated:
+        source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
+                                 "events before the cut were kept (--salvage)"))
+    anomalies = _with_context(_anomaly_table(source.anomalies, source_id), None)
+    sinks.anomalies(anomalies)
+    span = None
+    for summary in summaries:
+        span = merge_span(span, summary.span)
+    devices = sorted({d for s in summaries for d in s.devices})
+    return SourceResult(
+        info, _with_context(_iterations(steps, span), source), _with_context(
+            _devices_table(info.device_properties, devices, gpu_override), source),
+        rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
+        kernels=kernels, anomalies=anomalies.num_rows)
+
+
+def _duckdb(spill: Path, threads: int) -> Any:
+    import duckdb
+
+    (spill / "duckdb").mkdir()
+    con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "threads": threads,
+                                 "temp_directory": str(spill / "duckdb"),
+                                 "preserve_insertion_order": False})
+    return con
+
+
+def _rank(info: TraceInfo) -> int | None:
+    rank = (info.distributed_info or {}).get("rank")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
+def _step_arrays(steps: list[tuple[int, int, int, int]]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (np.array([s[2] for s in steps], dtype=np.int64),
+            np.array([s[3] for s in steps], dtype=np.int64),
+            np.array([s[1] for s in steps], dtype=np.int64))
+
+
+def _iteration_of(source: _Source, ts: pa.Array) -> pa.Array:
+    values = np.asarray(pc.fill_null(ts, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = np.asarray(ts.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    found = link.assign_iterations(*source.steps, values, valid)
+    return pa.array(found, pa.int64(), mask=found == link.NONE)
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _files(spill: Path, kind: str) -> str:
+    """A literal list of the spill files (no glob: the spill path may hold glob characters)."""
+    return "[" + ", ".join(_quote(p) for p in sorted(spill.glob(f"{kind}-*.parquet"))) + "]"
+
+
+_SORTED_HOST = """
+SELECT *, ts_ns + dur_ns AS end_ns,
+       coalesce(pid, '') || chr(31) || coalesce(tid, '') AS thread_key
+FROM read_parquet({files})
+ORDER BY NOT linkable, thread_key, ts_ns, end_ns DESC, event_id
+"""
+
+
+def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOptions) -> int:
+    """Pass 2: link sorted host rows chunk by chunk; write them, and keep the launch calls
+    with their op and layer (ids and names) for pass 3. Returns the launch calls kept."""
+    con = _duckdb(spill, options.threads)
+    try:
+        reader = con.execute(_SORTED_HOST.format(files=_files(spill, "host"))
+                             ).to_arrow_reader(options.chunk_rows)
+        return _link_stream(reader, spill, source, write)
+    finally:
+        con.close()
+
+
+def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> int:
+    state = _LinkState()
+    with _SpillWriter(spill / "launch.parquet") as launches:
+        for batch in _batches(reader):
+            links = state.link(batch)
+            write(_host_rows(batch, links, source))
+            launches.write(_launches(batch, links))
+            source.anomalies += [("overlapping_events", event_id, "starts inside an enclosing "
+                                  "event on its thread but ends after it")
+                                 for event_id in links.overlaps]
+    return launches.rows
+
+
+def _batches(reader: Any) -> Iterator[pa.Table]:
+    for batch in reader:
+        if batch.num_rows:
+            yield pa.Table.from_batches([batch])
+
+
+@dataclass
+class _Links:
+    parent: np.ndarray
+    op: np.ndarray
+    layer: np.ndarray
+    overlaps: list[int]
+    op_name: pa.Array
+    layer_name: pa.Array
+
+
+class _LinkState:
+    """The carried stack (with its names) and thread numbering across chunks."""
+
+    def __init__(self) -> None:
+        self.carry = link.Carry.empty()
+        self.carry_names = pa.array([], pa.string())
+        self.last_key: str | None = None
+        self.last_code = 0
+
+    def link(self, batch: pa.Table) -> _Links:
+        n = batch.num_rows
+        none = np.full(n, link.NONE, dtype=np.int64)
+        out = _Links(none, none.copy(), none.copy(), [], pa.nulls(n, pa.string()),
+                     pa.nulls(n, pa.string()))
+        rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
+        if len(rows) == 0:
+            return out
+        part = batch.take(pa.array(rows))
+        chunk = link.SortedEvents(
+            self._thread_codes(part["thread_key"]), _int64(part["ts_ns"]),
+            _int64(part["end_ns"]), _int64(part["event_id"]), _bools(part["is_op"]),
+            _bools(part["is_layer"]))
+        names = _Names(np.concatenate([self.carry.ident, chunk.ident]), pa.concat_arrays(
+            [self.carry_names, part["name"].combine_chunks()]))
+        found, self.carry = link.link_sorted(chunk, self.carry)
+        self.carry_names = names.of(self.carry.ident)
+        out.parent[rows], out.op[rows], out.layer[rows] = found.parent, found.op, found.layer
+        out.overlaps = chunk.ident[found.overlap].tolist()
+        out.op_name, out.layer_name = names.of(out.op), names.of(out.layer)
+        return out
+
+    def _thread_codes(self, keys: pa.ChunkedArray) -> np.ndarray:
+        """Codes that increase at each new thread key, continuing the previous chunk's."""
+        values = keys.combine_chunks()
+        change = np.ones(len(values), dtype=np.int64)
+        if len(values) > 1:
+            change[1:] = np.asarray(pc.not_equal(values[1:], values[:-1]).to_numpy(
+                zero_copy_only=False), dtype=np.int64)
+        change[0] = 0 if values[0].as_py() == self.last_key else 1
+        codes = self.last_code + np.cumsum(change)
+        self.last_key, self.last_code = values[-1].as_py(), int(codes[-1])
+        return codes
+
+
+class _Names:
+    """Names of the events of one chunk and its carry, by event id. An op or layer of an
+    event is one of its ancestors, which are all in the chunk or still open (carried)."""
+
+    def __init__(self, ident: np.ndarray, names: pa.Array) -> None:
+        self.order = np.argsort(ident, kind="stable")
+        self.sorted = ident[self.order]
+        self.names = names
+
+    def of(self, ids: np.ndarray) -> pa.Array:
+        found = ids != link.NONE
+        at = np.minimum(np.searchsorted(self.sorted, ids), max(len(self.sorted) - 1, 0))
+        if len(self.sorted) == 0:
+            return pa.nulls(len(ids), pa.string())
+        if not np.array_equal(self.sorted[at][found], ids[found]):
+            raise AssertionError("an op or layer is not among the open events")
+        taken = self.names.take(pa.array(self.order[at]))
+        return pc.if_else(pa.array(found), taken, pa.scalar(None, pa.string()))
+
+
+def _int64(column: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(column.to_numpy(), dtype=np.int64)
+
+
+def _bools(column: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(column.to_numpy(), dtype=bool)
+
+
+def _opt(values: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.int64(), mask=values == link.NONE)
+
+
+def _host_rows(batch: pa.Table, links: _Links, source: _Source) -> pa.Table:
+    table = batch.select(["event_id", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
+                          "correlation_id", "external_id"])
+    table = table.append_column("parent_event_id", _opt(links.parent))
+    table = table.append_column("iteration", _iteration_of(source, batch["ts_ns"]
+                                                           .combine_chunks()))
+    return _with_context(table, source)
+
+
+def _launches(batch: pa.Table, links: _Links) -> pa.Table:
+    table = batch.select(["event_id", "correlation_id", "ts_ns"])
+    for column, values in (("op_event_id", _opt(links.op)), ("op_name", links.op_name),
+                           ("layer", links.layer_name)):
+        table = table.append_column(column, values)
+    keep = pc.and_(batch["is_launch"], pc.is_valid(batch["correlation_id"]))
+    return table.filter(keep)
+
+
+class _SpillWriter:
+    """A Parquet file written batch by batch (created even when no batch comes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="lz4")
+        if table.num_rows:
+            self.writer.write_table(table)
+            self.rows += table.num_rows
+
+    def __enter__(self) -> _SpillWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, write: Writer
+             ) -> int:
+    """Pass 3: GPU activities with their launch, op, layer and iteration."""
+    count = 0
+
+    def emit(joined: pa.Table) -> None:
+        nonlocal count
+        table = pa.table({
+            "kernel_id": joined["event_id"], "kind": joined["kind"],
+            "category": joined["category"],
+            "device_id": pc.cast(joined["device_id"], pa.int32()),
+            **{c: joined[c] for c in KERNEL_COLUMNS},
+            "iteration": _iteration_of(source, joined["launch_ts_ns"].combine_chunks())})
+        _flag_orphans(table, source)
+        write(_with_context(table, source))
+        count += table.num_rows
+
+    join_kernels(spill, gpu_rows, launch_rows, emit, source.anomalies)
+    return count
+
+
+KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "external_id",
+                  "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                  "registers_per_thread", "shared_memory_bytes", "bytes", "launch_event_id",
+                  "op_event_id", "op_name", "layer"]
+
+
+def _flag_orphans(batch: pa.Table, source: _Source) -> None:
+    orphan = pc.and_(pc.equal(batch["kind"], "kernel"), pc.is_null(batch["launch_event_id"]))
+    for kernel_id in batch["kernel_id"].filter(pc.fill_null(orphan, False)).to_pylist():
+        source.anomalies.append(("kernel_without_launch", kernel_id, "no runtime/driver call "
+                                 "with this correlation id in the source; the kernel counts "
+                                 "toward busy time but belongs to no iteration"))
+
+
+def _iterations(steps: list[tuple[int, int, int, int]], span: tuple[int, int] | None
+                ) -> pa.Table:
+    """ProfilerStep rows in trace order, or one whole-trace row without step markers."""
+    if steps:
+        return pa.table({"iteration": pa.array([s[1] for s in steps], pa.int64()),
+                         "start_ns": pa.array([s[2] for s in steps], pa.int64()),
+                         "end_ns": pa.array([s[3] for s in steps], pa.int64()),
+                         "boundary": pa.array(["ProfilerStep"] * len(steps), pa.string()),
+                         "event_id": pa.array([s[0] for s in steps], pa.int64())})
+    rows = [span] if span else []
+    return pa.table({"iteration": pa.nulls(len(rows), pa.int64()),
+                     "start_ns": pa.array([r[0] for r in rows], pa.int64()),
+                     "end_ns": pa.array([r[1] for r in rows], pa.int64()),
+                     "boundary": pa.array(["whole_trace"] * len(rows), pa.string()),
+                     "event_id": pa.nulls(len(rows), pa.int64())})
+
+
+def _with_context(table: pa.Table, source: _Source | None) -> pa.Table:
+    """Prefix source_id and rank (anomalies carry source_id already, and no rank)."""
+    if source is None:
+        return table
+    n = table.num_rows
+    table = table.add_column(0, "rank", pa.array([source.rank] * n, pa.int32()))
+    return table.add_column(0, "source_id", pa.array([source.source_id] * n, pa.int32()))

@@ -1,0 +1,108 @@
+"""The streaming pipeline (spilled slices, out-of-core sort, chunked linking) gives exactly
+the tables of the in-memory reading (trace_tables.build over read_trace), which
+tests/test_stream_oracle.py ties to a naive stdlib reading."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from etl.extract.kineto import read_trace
+from etl.trace_pipeline import PipelineOptions, Sinks, SourceResult, ingest_trace
+from etl.trace_tables import build
+from tests.conftest import CORPUS, corpus_path, event, kernel, launch, step, write_trace
+
+TRACES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.json.gz")) or [
+    "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"]
+
+
+def run_pipeline(path: Path, spill: Path, **options: Any
+                 ) -> tuple[SourceResult, dict[str, pa.Table | None]]:
+    parts: dict[str, list[pa.Table]] = {"host_events": [], "kernels": [], "anomalies": []}
+    sinks = Sinks(parts["host_events"].append, parts["kernels"].append,
+                  parts["anomalies"].append)
+    result = ingest_trace(path, 0, None, spill, sinks, PipelineOptions(**options))
+    assert not spill.exists(), "the spill folder is removed"
+    return result, {k: pa.concat_tables(v) if v else None for k, v in parts.items()}
+
+
+def _rows(table: pa.Table | None, key: str) -> list[dict[str, Any]]:
+    return [] if table is None else table.sort_by(key).to_pylist()
+
+
+def _anomalies(table: pa.Table | None) -> list[str]:
+    return [] if table is None else sorted(map(repr, table.to_pylist()))
+
+
+def assert_same_as_in_memory(path: Path, spill: Path, **options: Any) -> SourceResult:
+    result, got = run_pipeline(path, spill, **options)
+    want = build(read_trace(path), 0, None)
+    assert _rows(got["host_events"], "event_id") == _rows(want.host_events, "event_id")
+    assert _rows(got["kernels"], "kernel_id") == _rows(want.kernels, "kernel_id")
+    assert _anomalies(got["anomalies"]) == _anomalies(want.anomalies)
+    assert result.iterations.equals(want.iterations)
+    assert result.devices.equals(want.devices)
+    return result
+
+
+@pytest.mark.parametrize("relative", TRACES)
+def test_pipeline_equals_in_memory_reading(relative: str, tmp_path: Path) -> None:
+    # small slices and chunks: many spill files, and stacks carried across chunk borders
+    assert_same_as_in_memory(corpus_path(relative), tmp_path / "spill",
+                             slice_bytes=256 << 10, chunk_rows=997)
+
+
+def test_worker_processes_give_the_same_tables(tmp_path: Path) -> None:
+    path = corpus_path("hta/trace_diff/control/control.json.gz")
+    assert_same_as_in_memory(path, tmp_path / "spill", slice_bytes=1 << 20, chunk_rows=5000,
+                             workers=2)
+
+
+def _odd_events() -> list[dict[str, Any]]:
+    """Deep nests across chunk borders, a partial overlap, a duplicate launch, an orphan
+    kernel, instant and untimed events, two threads and a second process."""
+    events = [step(1, 0, 100_000), step(2, 100_000, 100_000)]
+    for depth in range(12):  # one deep nest: the carried stack spans many tiny chunks
+        events.append(event(name=f"aten::op{depth}", cat="cpu_op", ts=1_000 + depth,
+                            dur=50_000 - 2 * depth))
+    events += [launch(1, 2_000), kernel(1, 3_000, 500, name="k1"), launch(1, 2_100),
+               kernel(2, 4_000, 100, name="k2"),  # no launch
+               event(name="aten::half", cat="cpu_op", ts=40_000, dur=30_000),  # overlaps
+               event(name="nn.Module: Lin", cat="python_function", ts=110_000, dur=900,
+                     tid=7),
+               launch(3, 110_100, tid=7), kernel(3, 111_000, 40, name="k3"),
+               event(name="marker", cat="cpu_instant_event", ph="i", ts=5_000),
+               event(name="untimed", cat="cpu_op", ts=6_000, dur=None),
+               event(name="other-process", cat="cpu_op", ts=1_000, dur=10, pid=2)]
+    return events
+
+
+def test_odd_nests_equal_in_memory_reading(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", _odd_events())
+    for chunk_rows in (1, 2, 3, 1000):
+        assert_same_as_in_memory(path, tmp_path / f"spill{chunk_rows}", slice_bytes=64,
+                                 chunk_rows=chunk_rows)
+
+
+def test_hand_checked_links(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", _odd_events())
+    _, got = run_pipeline(path, tmp_path / "spill", slice_bytes=64, chunk_rows=2)
+    kernels = {k["name"]: k for k in _rows(got["kernels"], "kernel_id")}
+    first = kernels["k1"]
+    assert first["op_name"] == "aten::op0"  # the outermost cpu_op around the launch
+    assert first["iteration"] == 1 and first["launch_event_id"] is not None
+    assert kernels["k2"]["launch_event_id"] is None
+    assert kernels["k3"]["layer"] == "nn.Module: Lin"
+    kinds = {a["kind"] for a in got["anomalies"].to_pylist()}  # type: ignore[union-attr]
+    assert {"duplicate_correlation", "kernel_without_launch", "overlapping_events"} <= kinds
+
+
+def test_partitioned_kernel_join_gives_the_same_tables(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from etl import kernel_join
+
+    monkeypatch.setattr(kernel_join, "PART_ROWS", 500)  # dozens of partitions
+    path = corpus_path("hta/trace_diff/control/control.json.gz")
+    assert_same_as_in_memory(path, tmp_path / "spill", chunk_rows=5000)
