@@ -9,7 +9,6 @@ TRUST.md is out of date.
 """
 from __future__ import annotations
 
-import ast
 import sys
 import tomllib
 from collections import Counter
@@ -23,15 +22,11 @@ if str(ROOT) not in sys.path:
 EXPECTED = ROOT / "tests" / "data" / "broken" / "EXPECTED.toml"
 
 
-def kill_points() -> int | None:
-    """SIGKILLs of tests/test_atomic.py: the N of its `for attempt in range(N)` loop."""
-    tree = ast.parse((ROOT / "tests" / "test_atomic.py").read_text())
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
-                and node.target.id == "attempt" and isinstance(node.iter, ast.Call)
-                and node.iter.args and isinstance(node.iter.args[0], ast.Constant)):
-            return int(node.iter.args[0].value)
-    return None
+def kill_points() -> tuple[int, int]:
+    """(SIGKILLs, trace MB) of tests/test_atomic.py."""
+    from tests import test_atomic
+
+    return test_atomic.KILLS, test_atomic.TRACE_MB
 
 
 def test_cases(module: Any) -> tuple[int, list[str]]:
@@ -66,7 +61,7 @@ def render() -> str:
     conc_held, conc_bugs = test_cases(test_concurrent)
     host_held, host_bugs = test_cases(test_hostile)
     fuzz_held, fuzz_bugs = test_cases(test_fuzz)
-    kills = kill_points()
+    kills, trace_mb = kill_points()
     c, h, f = test_concurrent, test_hostile, test_fuzz
     rows = [
         ("broken inputs", f"{len(cases)} named files and folders ({kinds['unreadable']} "
@@ -74,8 +69,9 @@ def render() -> str:
              f"{n} {k}" for k, n in sorted(formats.items())) + ")",
          f"{len(cases) - len(corpus_bugs)} inputs", len(corpus_bugs),
          "tests/test_broken.py, tests/data/broken/"),
-        ("kill points", f"{kills if kills is not None else '?'} SIGKILLs of `etl ingest` "
-         "at random moments, then a final ingest", f"{kills} kills", 0,
+        ("kill points", f"{kills} SIGKILLs of `etl ingest` (with its slice worker "
+         f"processes) at random moments over a {trace_mb} MB generated trace, then a final "
+         "ingest", f"{kills} kills", 0,
          "tests/test_atomic.py"),
         ("concurrent writers", f"re-ingest twice and after a change (row counts of all "
          f"{len(c.TABLES)} run tables); {c.WRITERS} writers started together (different "
