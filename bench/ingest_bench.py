@@ -32,32 +32,36 @@ print(time.perf_counter() - t)
 """
 
 
-def tree_rss_kib(pid: int) -> int:
-    """Resident memory of a process and all its descendants (KiB), from /proc."""
-    total, stack = 0, [pid]
+def tree_rss_kib(pid: int) -> tuple[int, int]:
+    """(sum, largest) resident memory of a process and its descendants (KiB), from /proc."""
+    total, largest, stack = 0, 0, [pid]
     while stack:
         current = stack.pop()
         try:
             status = Path(f"/proc/{current}/status").read_text()
-            total += int(next(line.split()[1] for line in status.splitlines()
-                              if line.startswith("VmRSS:")))
+            rss = int(next(line.split()[1] for line in status.splitlines()
+                           if line.startswith("VmRSS:")))
+            total, largest = total + rss, max(largest, rss)
             for task in Path(f"/proc/{current}/task").iterdir():
                 stack += [int(c) for c in (task / "children").read_text().split()]
         except (FileNotFoundError, StopIteration, ProcessLookupError):
             continue
-    return total
+    return total, largest
 
 
-def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
-    """(seconds, peak tree RSS in MiB, stdout) of a command, RSS sampled every 20 ms."""
+def run_measured(cmd: list[str], env: dict[str, str] | None = None
+                 ) -> tuple[float, int, int, str]:
+    """(seconds, peak tree RSS, peak RSS of one process (MiB), stdout) of a command; RSS
+    sampled every 20 ms."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
-    peak = [0]
+    peak = [0, 0]
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], tree_rss_kib(proc.pid))
+            total, largest = tree_rss_kib(proc.pid)
+            peak[0], peak[1] = max(peak[0], total), max(peak[1], largest)
             time.sleep(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -66,7 +70,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> tuple[flo
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{err[-2000:]}")
-    return time.perf_counter() - started, peak[0] // 1024, out
+    return time.perf_counter() - started, peak[0] // 1024, peak[1] // 1024, out
 
 
 def make_trace(mb: int) -> Path:
@@ -89,23 +93,26 @@ def ensure_hta() -> Path | None:
     return python
 
 
-def bench_size(mb: int, jobs: int, hta: Path | None) -> dict[str, float]:
+def bench_size(mb: int, jobs: int, hta: Path | None, hta_max_mb: int) -> dict[str, float]:
     trace = make_trace(mb)
     size = trace.stat().st_size
     warehouse = CACHE / "wh"
     shutil.rmtree(warehouse, ignore_errors=True)
     etl = str(ROOT / ".venv" / "bin" / "etl")
-    seconds, rss, _ = run_measured([etl, "ingest", str(trace.parent.parent), "--warehouse",
-                                    str(warehouse), "--jobs", str(jobs)])
+    seconds, rss, rss_one, _ = run_measured([etl, "ingest", str(trace.parent.parent),
+                                             "--warehouse", str(warehouse), "--jobs",
+                                             str(jobs)])
     counted = subprocess.run([etl, "query", "SELECT sum(event_count) FROM runs", "--warehouse",
                               str(warehouse), "--format", "csv"], capture_output=True,
                              text=True, check=True)
     events = int(counted.stdout.splitlines()[1])
     row = {"mb": size / 1e6, "seconds": seconds, "mb_s": size / 1e6 / seconds,
-           "events_s": events / seconds, "rss_mib": rss, "events": events}
-    if hta is not None:
+           "events_s": events / seconds, "rss_mib": rss, "rss_one_mib": rss_one,
+           "events": events}
+    shutil.rmtree(warehouse, ignore_errors=True)
+    if hta is not None and mb <= hta_max_mb:
         hta_dir = trace.parent
-        hta_seconds, hta_rss, _ = run_measured([str(hta), "-c", HTA_LOAD, str(hta_dir)])
+        hta_seconds, hta_rss, _, _ = run_measured([str(hta), "-c", HTA_LOAD, str(hta_dir)])
         row.update(hta_seconds=hta_seconds, hta_rss_mib=hta_rss,
                    speedup=hta_seconds / seconds)
     return row
@@ -116,18 +123,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-hta", action="store_true")
+    parser.add_argument("--hta-max-mb", type=int, default=1000,
+                        help="skip HTA above this size (it needs ~6x the trace in RAM)")
     args = parser.parse_args()
     CACHE.mkdir(parents=True, exist_ok=True)
     hta = None if args.no_hta else ensure_hta()
     print(f"machine: {os.cpu_count()} CPUs; source trace {SOURCE.name}")
-    print("| JSON MB | events | etl s | MB/s | events/s | peak RSS MiB | HTA s | HTA RSS MiB "
-          "| speedup |")
-    print("|" + "---|" * 9)
+    print("| JSON MB | events | etl s | MB/s | events/s | peak RSS MiB, all processes | "
+          "largest process | HTA s | HTA RSS MiB | speedup |")
+    print("|" + "---|" * 10)
     for mb in args.sizes:
-        r = bench_size(mb, args.jobs, hta)
+        r = bench_size(mb, args.jobs, hta, args.hta_max_mb)
+        hta_cells = (f"{r['hta_seconds']:.1f} | {r['hta_rss_mib']:,} | {r['speedup']:.1f}x"
+                     if "hta_seconds" in r else "not run | | ")
         print(f"| {r['mb']:.0f} | {r['events']:,.0f} | {r['seconds']:.1f} | {r['mb_s']:.0f} | "
-              f"{r['events_s']:,.0f} | {r['rss_mib']:,} | {r.get('hta_seconds', float('nan')):.1f}"
-              f" | {r.get('hta_rss_mib', 0):,} | {r.get('speedup', float('nan')):.1f}x |",
+              f"{r['events_s']:,.0f} | {r['rss_mib']:,} | {r['rss_one_mib']:,} | {hta_cells} |",
               flush=True)
 
 

@@ -179,7 +179,7 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str
     from etl.trace_pipeline import Sinks, ingest_trace
 
     sinks = Sinks(writers["host_events"].write, writers["kernels"].write,
-                  writers["anomalies"].write)
+                  writers["anomalies"].write, writers["host_events"].flush)
     sources: list[Source] = []
     parts: dict[str, list[pa.Table]] = {t: [] for t in SMALL_TRACE_TABLES}
     for path in run.traces:

@@ -47,6 +47,7 @@ class Sinks:
     host_events: Writer
     kernels: Writer
     anomalies: Writer
+    end_of_host_events: Callable[[], None] = lambda: None  # lets buffers be written out
 
 
 @dataclass
@@ -183,6 +184,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     launch_rows = 0
     if any(s.host_rows for s in summaries):
         launch_rows = _link_host(spill, source, sinks.host_events, options)
+        sinks.end_of_host_events()
     gpu_rows = sum(s.gpu_rows for s in summaries)
     kernels = _kernels(spill, gpu_rows, launch_rows, source, sinks.kernels) if gpu_rows else 0
     source.anomalies += info.anomalies

@@ -158,7 +158,9 @@ def check_values_of_bad_times(con: Any, run_id: str, anomalies: list[tuple[Any, 
 
 
 def test_trust_report_is_current() -> None:
-    from tests.report_trust import render
+    from tests.report_trust import README, readme_with_table, render
 
-    assert (ROOT / "tests" / "TRUST.md").read_text() == render(), (
-        "tests/TRUST.md is stale: run .venv/bin/python tests/report_trust.py > tests/TRUST.md")
+    stale = "is stale: run .venv/bin/python tests/report_trust.py"
+    assert (ROOT / "tests" / "TRUST.md").read_text() == render(), f"tests/TRUST.md {stale}"
+    text = README.read_text()
+    assert "<!-- trust table" in text and text == readme_with_table(text), f"README.md {stale}"
