@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from etl.extract.kineto import Anomaly
 
-PART_ROWS = 1 << 18     # GPU rows + launch rows joined at once (~50 MB of Arrow)
+PART_ROWS = 1 << 19     # GPU rows + launch rows joined at once (~100 MB of Arrow)
 LAUNCH_COLUMNS = ["event_id", "correlation_id", "ts_ns", "op_event_id", "op_name", "layer"]
 Emit = Callable[[pa.Table], None]
 
@@ -46,15 +46,22 @@ def _read(files: list[Path]) -> pa.Table | None:
 
 
 def _split(gpu_files: list[Path], launch_file: Path, root: Path, parts: int) -> list[Path]:
-    """Write each file's rows into root/<k>/ by correlation id modulo `parts`."""
+    """Write the rows into root/<k>/{gpu,launch}.parquet by correlation id modulo `parts`
+    (one open writer per partition and side: a few large files, not one per batch)."""
     folders = [root / str(k) for k in range(parts)]
     for folder in folders:
         folder.mkdir(parents=True)
-    for n, batch in enumerate(_batches(gpu_files)):
-        _scatter(batch, folders, f"gpu-{n:06d}.parquet")
-    if launch_file.exists():
-        for n, batch in enumerate(_batches([launch_file])):
-            _scatter(batch, folders, f"launch-{n:06d}.parquet")
+    sides = [("gpu-000000.parquet", gpu_files),
+             ("launch-000000.parquet", [launch_file] if launch_file.exists() else [])]
+    for name, files in sides:
+        writers: list[pq.ParquetWriter | None] = [None] * parts
+        try:
+            for batch in _batches(files):
+                _scatter(batch, folders, name, writers)
+        finally:
+            for writer in writers:
+                if writer is not None:
+                    writer.close()
     return folders
 
 
@@ -64,15 +71,21 @@ def _batches(files: list[Path]) -> Iterator[pa.Table]:
             yield pa.Table.from_batches([batch])
 
 
-def _scatter(table: pa.Table, folders: list[Path], name: str) -> None:
+def _scatter(table: pa.Table, folders: list[Path], name: str,
+             writers: list[pq.ParquetWriter | None]) -> None:
     corr = np.asarray(pc.fill_null(table["correlation_id"], 0).to_numpy(), dtype=np.int64)
     part = corr % len(folders)
     order = np.argsort(part, kind="stable")
     bounds = np.searchsorted(part[order], np.arange(len(folders) + 1))
     for k, folder in enumerate(folders):
         rows = order[bounds[k]:bounds[k + 1]]
-        if len(rows):
-            pq.write_table(table.take(pa.array(rows)), folder / name, compression="lz4")
+        if len(rows) == 0:
+            continue
+        writer = writers[k]
+        if writer is None:
+            writer = writers[k] = pq.ParquetWriter(folder / name, table.schema,
+                                                   compression="lz4")
+        writer.write_table(table.take(pa.array(rows)))
 
 
 def _join(gpu: pa.Table | None, launches: pa.Table | None, emit: Emit,
