@@ -3,9 +3,9 @@
 The stored views (warehouse.duckdb) list the publish folders each time a query binds one of
 them, so a query naming two of them during a republish may read the new publish in one and
 the previous one in the other. `etl query` lists the folders once, chooses each run's
-current publish, and pins every table of its connection to those files (TEMP views that
-shadow the stored ones); the pinned folders stay on disk for the grace period
-(warehouse.GRACE_SECONDS) after they are superseded.
+current publish, and pins every table of its connection to the files of those publishes
+(TEMP views that shadow the stored ones); the pinned folders stay on disk for the grace
+period (warehouse.GRACE_SECONDS) after they are superseded.
 """
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from etl.warehouse import Warehouse
 
 LIST_ATTEMPTS = 5
+# DuckDB's messages when a pinned file's columns differ from the schema file's (a publish
+# written under an older schemas/*.toml): the query is run again with union_by_name.
+SCHEMA_MISMATCH = ("schema mismatch", "Error while reading file", "Failed to read file")
 
 
 def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -35,13 +38,12 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
     ensure_views(warehouse)
     try:
         con = duckdb.connect(str(warehouse.database), read_only=True)
+        # each reference to a table in a query opens its files again: parse footers once
+        con.execute("SET parquet_metadata_cache = true")
     except duckdb.Error as exc:
         raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
     try:
-        pin_snapshot(con, warehouse)
-        cursor = con.execute(sql)
-        columns = [d[0] for d in cursor.description] if cursor.description else []
-        return columns, cursor.fetchall()
+        return _execute(con, warehouse, sql)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0]
         raise EtlError(f"query failed: {first}") from None
@@ -49,7 +51,25 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
         con.close()
 
 
-def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
+def _execute(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, sql: str
+             ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """`sql` on a fresh snapshot; once more with union_by_name if a file's schema differs."""
+    import duckdb
+
+    for union_by_name in (False, True):
+        pin_snapshot(con, warehouse, union_by_name)
+        try:
+            cursor = con.execute(sql)
+            columns = [d[0] for d in cursor.description] if cursor.description else []
+            return columns, cursor.fetchall()
+        except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
+            if union_by_name or not any(m in str(exc) for m in SCHEMA_MISMATCH):
+                raise
+    raise AssertionError("unreachable")
+
+
+def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
+                 union_by_name: bool = True) -> list[Path]:
     """Pin every table of `con` to the current publishes as listed now; their folders."""
     from etl.schema import TABLES
     from etl.views import snapshot_view_sql
@@ -58,17 +78,22 @@ def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[P
     folders = current_publishes(con, warehouse)
     schema = warehouse.data / SCHEMA_DIR
     for table in TABLES:
-        # the zero-row schema file keeps the view valid, and typed, with no runs at all
+        # the zero-row schema file comes first: it keeps the view valid with no runs at
+        # all, and its declared types are the ones the other files are read as
         files = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
-        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()]))
+        # like the stored views' globs, a publish without this table's file has no rows in it
+        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
+                                      union_by_name))
     return folders
 
 
 def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
     """The folder of each run's current publish (highest publish_seq per run name).
 
-    Only a folder superseded over the grace period ago may vanish while its runs.parquet is
-    read (garbage collection by a publisher); the listing is then taken again.
+    Reads two columns of every runs.parquet: a full read of `runs` here would cost seconds
+    over 1 000 runs (DuckDB's cost is per file and column), and most queries project few
+    of its columns. Only a folder superseded over the grace period ago may vanish while it
+    is read (garbage collection by a publisher); the listing is then taken again.
     """
     import duckdb
 

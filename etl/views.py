@@ -3,6 +3,15 @@
 A view file `sql/views/<area>/<name>_v<N>.sql` holds one documented SELECT; the tool wraps
 it in CREATE OR REPLACE VIEW <name>_v<N>, and <name> points to the highest N. Tables are
 views too, generated from schemas/ over the warehouse's Parquet files.
+
+What a reader sees while `etl ingest` publishes (the stored views, e.g. the DuckDB shell):
+DuckDB lists a table view's files when it binds that reference, once per reference, so
+each reference to a table or view reads whole runs (a table view binds its own `runs`
+before its own files, and superseded folders outlive any query by the grace period). Two
+references in one query (`runs` and `kernels`, or a view and a table) are listed at two
+moments and may read two publishes of a run being replaced: the shell has no per-query
+snapshot. `etl query` has one: it lists the publishes once per query and pins every table
+to those files (`snapshot_view_sql`, etl/query.py).
 """
 from __future__ import annotations
 
@@ -194,19 +203,22 @@ def table_view_sql(warehouse: Warehouse, table: str) -> str:
             f"ON t.publish_id = current_publish.publish_id")
 
 
-def snapshot_view_sql(table: str, files: list[str]) -> str:
+def snapshot_view_sql(table: str, files: list[str], union_by_name: bool) -> str:
     """A table as a TEMP view over an explicit list of files, for one connection.
 
     `etl query` lists the current publishes once and pins every table to their files, so
     all views of one query read the same publishes (see etl/query.py). The TEMP view shadows
     the stored one, and the stored views resolve their tables through the search path, temp
     first, so they read the pinned files too. Each folder holds one publish's rows only, so
-    no join with `runs` is needed.
+    no join with `runs` is needed. Without union_by_name DuckDB reads one footer (the first
+    file's, the zero-row schema file) to bind instead of every file's, once per reference
+    to the table in a query; a file of another schema then fails the query, which
+    `etl query` retries with union_by_name.
     """
     paths = ", ".join(_sql_string(glob_literal(f)) for f in files)
     columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
     return (f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {columns} FROM "
-            f"read_parquet([{paths}], union_by_name = true)")
+            f"read_parquet([{paths}], union_by_name = {str(union_by_name).lower()})")
 
 
 def all_statements(warehouse: Warehouse) -> list[str]:

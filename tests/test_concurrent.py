@@ -377,6 +377,36 @@ def test_a_pinned_connection_keeps_its_snapshot(runs: Path,
     assert row["run_id"] != old_id and row["kernels"] == reference["r0"]["kernels"]
 
 
+def test_etl_query_reads_a_publish_of_an_older_schema(runs: Path,
+                                                      reference: dict[str, dict[str, int]],
+                                                      tmp_path: Path) -> None:
+    """A publish written before a column existed: `etl query` binds without union_by_name
+    (one footer instead of all) and falls back to it when a file lacks a column."""
+    import pyarrow.parquet as pq
+
+    wh = tmp_path / "wh"
+    for name in ("r0", "r1"):
+        assert cli("ingest", str(runs / name), "--warehouse", str(wh)).returncode == 0
+    [(old,)] = query_rows(wh, "SELECT publish_id FROM runs WHERE run_name = 'r1'")
+    path = wh / "data" / old / "kernels.parquet"
+    pq.write_table(pq.read_table(path).drop_columns(["layer"]), path)  # as if older
+    sql = ("SELECT r.run_name, count(k.kernel_id) AS kernels, count(k.layer) AS layers "
+           "FROM runs r JOIN kernels k USING (run_id) GROUP BY ALL ORDER BY ALL")
+    rows = json.loads(cli("query", sql, "--warehouse", str(wh), "--format", "json").stdout)
+    assert [(r["run_name"], r["kernels"]) for r in rows] == [
+        (n, reference[n]["kernels"]) for n in ("r0", "r1")]
+    assert rows[1]["layers"] == 0 and rows == [dict(zip(("run_name", "kernels", "layers"), r))
+                                               for r in query_rows(wh, sql)]
+
+
+def query_rows(wh: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows through the stored views, as the DuckDB shell reads them."""
+    import duckdb
+
+    with duckdb.connect(str(wh / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
 def test_one_command_with_many_runs(tmp_path: Path) -> None:
     """Extraction workers and the publisher of one command (workers read the manifest while
     it was replaced before 4d6ffa8: random runs refused as 'internal error OSError')."""

@@ -5,21 +5,24 @@
 -- device, a start or a non-negative duration cannot be placed and are left out (they are
 -- flagged in anomalies at ingest).
 WITH intervals AS (
-    SELECT run_id, source_id, device_id, 'kernel' AS scope, ts_ns AS start_ns,
-           ts_ns + dur_ns AS end_ns
-    FROM kernels
-    WHERE kind = 'kernel' AND device_id IS NOT NULL AND ts_ns IS NOT NULL AND dur_ns >= 0
+    SELECT k.run_id, r.run_name, k.source_id, k.device_id, 'kernel' AS scope,
+           k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    WHERE k.kind = 'kernel' AND k.device_id IS NOT NULL AND k.ts_ns IS NOT NULL
+      AND k.dur_ns >= 0
     UNION ALL
-    SELECT run_id, source_id, device_id, 'activity' AS scope, ts_ns AS start_ns,
-           ts_ns + dur_ns AS end_ns
-    FROM kernels
-    WHERE kind IN ('kernel', 'memcpy', 'memset') AND device_id IS NOT NULL
-      AND ts_ns IS NOT NULL AND dur_ns >= 0
+    SELECT k.run_id, r.run_name, k.source_id, k.device_id, 'activity' AS scope,
+           k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    WHERE k.kind IN ('kernel', 'memcpy', 'memset') AND k.device_id IS NOT NULL
+      AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0
 ),
 flagged AS (
     SELECT *,
            CASE WHEN start_ns <= max(end_ns) OVER (
-                    PARTITION BY run_id, source_id, device_id, scope
+                    PARTITION BY run_id, run_name, source_id, device_id, scope
                     ORDER BY start_ns, end_ns
                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                 THEN 0 ELSE 1 END AS opens_span
@@ -28,21 +31,23 @@ flagged AS (
 numbered AS (
     SELECT *,
            sum(opens_span) OVER (
-               PARTITION BY run_id, source_id, device_id, scope
+               PARTITION BY run_id, run_name, source_id, device_id, scope
                ORDER BY start_ns, end_ns
                ROWS UNBOUNDED PRECEDING) AS span_no
     FROM flagged
 )
 SELECT
     run_id,
+    run_name,
     source_id,
     device_id,
     scope,
     min(start_ns) AS start_ns,
     max(end_ns) AS end_ns
 FROM numbered
-GROUP BY run_id, source_id, device_id, scope, span_no
+GROUP BY run_id, run_name, source_id, device_id, scope, span_no
 -- run_id: run; joins runs.run_id
+-- run_name: the run folder's name (carried so that a filter on it reaches the scans)
 -- source_id: input file within the run
 -- device_id: GPU index as the trace numbers it
 -- scope: kernel (kernels only) or activity (kernels, memcpy and memset)

@@ -5,43 +5,50 @@
 -- raw window = [min(hs, first start in K_i), max(he, last end in K_i)] on that device; the
 -- window's start is then raised to the latest raw end of the earlier iterations, so windows
 -- never overlap (torch-tb-profiler's step rule).
+-- run_name is joined at the base and kept in every key, so that a filter on it (e.g.
+-- gpu_utilization WHERE run_name = ...) is pushed down to `runs` and prunes the scans.
 WITH gpu_devices AS (
-    SELECT DISTINCT run_id, source_id, device_id
-    FROM kernels
-    WHERE kind = 'kernel' AND device_id IS NOT NULL
+    SELECT DISTINCT k.run_id, r.run_name, k.source_id, k.device_id
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    WHERE k.kind = 'kernel' AND k.device_id IS NOT NULL
 ),
 launched AS (
     SELECT
-        k.run_id, k.source_id, k.device_id, it.iteration, it.start_ns AS hs,
+        k.run_id, r.run_name, k.source_id, k.device_id, it.iteration, it.start_ns AS hs,
         count(*) AS kernel_count,
         min(k.ts_ns) FILTER (WHERE k.ts_ns IS NOT NULL AND k.dur_ns >= 0) AS first_start_ns,
         max(k.ts_ns + k.dur_ns) FILTER (WHERE k.ts_ns IS NOT NULL AND k.dur_ns >= 0)
             AS last_end_ns
     FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
     JOIN iterations AS it
       ON it.run_id = k.run_id AND it.source_id = k.source_id
      AND ((it.boundary = 'ProfilerStep' AND k.iteration = it.iteration)
           OR (it.boundary = 'whole_trace' AND k.launch_event_id IS NOT NULL))
     WHERE k.kind = 'kernel' AND k.device_id IS NOT NULL
-    GROUP BY k.run_id, k.source_id, k.device_id, it.iteration, it.start_ns
+    GROUP BY k.run_id, r.run_name, k.source_id, k.device_id, it.iteration, it.start_ns
 ),
 raw AS (
     SELECT
-        it.run_id, it.source_id, it.rank, d.device_id, it.iteration,
+        it.run_id, r.run_name, it.source_id, it.rank, d.device_id, it.iteration,
         it.start_ns AS hs, it.end_ns AS he,
         coalesce(l.kernel_count, 0) AS kernel_count,
         least(it.start_ns, coalesce(l.first_start_ns, it.start_ns)) AS raw_start_ns,
         greatest(it.end_ns, coalesce(l.last_end_ns, it.end_ns)) AS raw_end_ns
     FROM iterations AS it
-    JOIN gpu_devices AS d ON d.run_id = it.run_id AND d.source_id = it.source_id
+    JOIN runs AS r ON r.run_id = it.run_id
+    JOIN gpu_devices AS d
+      ON d.run_id = it.run_id AND d.run_name = r.run_name AND d.source_id = it.source_id
     LEFT JOIN launched AS l
-      ON l.run_id = it.run_id AND l.source_id = it.source_id AND l.device_id = d.device_id
+      ON l.run_id = it.run_id AND l.run_name = d.run_name AND l.source_id = it.source_id
+     AND l.device_id = d.device_id
      AND l.hs = it.start_ns AND l.iteration IS NOT DISTINCT FROM it.iteration
 ),
 raised AS (
     SELECT *,
            greatest(raw_start_ns, coalesce(max(raw_end_ns) OVER (
-               PARTITION BY run_id, source_id, device_id
+               PARTITION BY run_id, run_name, source_id, device_id
                ORDER BY hs, he, iteration
                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), raw_start_ns))
                AS window_start_ns
@@ -49,6 +56,7 @@ raised AS (
 )
 SELECT
     run_id,
+    run_name,
     source_id,
     rank,
     device_id,
@@ -60,6 +68,7 @@ SELECT
     greatest(raw_end_ns, window_start_ns) AS window_end_ns
 FROM raised
 -- run_id: run; joins runs.run_id
+-- run_name: the run folder's name (carried so that a filter on it reaches the scans)
 -- source_id: input file within the run
 -- rank: distributed rank (NULL without distributedInfo)
 -- device_id: GPU index as the trace numbers it

@@ -4,36 +4,45 @@
 -- iteration launched them) clipped to the iteration window; gpu_util = busy_ns / window_ns.
 -- activity_* counts memcpy and memset as busy too. kernel_time_ns sums the kernels'
 -- clipped durations, so it exceeds busy_ns when streams overlap.
+-- run_name comes from the helpers and is kept in every key and join, so that a filter on
+-- it is pushed down to `runs` at the base and only that run's files are read.
 WITH busy AS (
     SELECT
-        w.run_id, w.source_id, w.device_id, w.host_start_ns, w.iteration,
+        w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration,
         coalesce(sum(least(b.end_ns, w.window_end_ns) - greatest(b.start_ns, w.window_start_ns))
                  FILTER (WHERE b.scope = 'kernel'), 0) AS busy_ns,
         coalesce(sum(least(b.end_ns, w.window_end_ns) - greatest(b.start_ns, w.window_start_ns))
                  FILTER (WHERE b.scope = 'activity'), 0) AS activity_busy_ns
     FROM _iteration_windows AS w
     LEFT JOIN _busy_intervals AS b
-      ON b.run_id = w.run_id AND b.source_id = w.source_id AND b.device_id = w.device_id
+      ON b.run_id = w.run_id AND b.run_name = w.run_name AND b.source_id = w.source_id
+     AND b.device_id = w.device_id
      AND b.start_ns < w.window_end_ns AND b.end_ns > w.window_start_ns
-    GROUP BY w.run_id, w.source_id, w.device_id, w.host_start_ns, w.iteration
+    GROUP BY w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration
+),
+run_kernels AS (
+    SELECT k.run_id, r.run_name, k.source_id, k.device_id, k.kernel_id, k.ts_ns, k.dur_ns
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    WHERE k.kind = 'kernel' AND k.dur_ns >= 0
 ),
 kernel_time AS (
     SELECT
-        w.run_id, w.source_id, w.device_id, w.host_start_ns, w.iteration,
+        w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration,
         -- least/greatest skip NULLs, so the unmatched row of the LEFT JOIN is filtered out
         coalesce(sum(least(k.ts_ns + k.dur_ns, w.window_end_ns)
                      - greatest(k.ts_ns, w.window_start_ns))
                  FILTER (WHERE k.kernel_id IS NOT NULL), 0) AS kernel_time_ns
     FROM _iteration_windows AS w
-    LEFT JOIN kernels AS k
-      ON k.run_id = w.run_id AND k.source_id = w.source_id AND k.device_id = w.device_id
-     AND k.kind = 'kernel' AND k.dur_ns >= 0
+    LEFT JOIN run_kernels AS k
+      ON k.run_id = w.run_id AND k.run_name = w.run_name AND k.source_id = w.source_id
+     AND k.device_id = w.device_id
      AND k.ts_ns < w.window_end_ns AND k.ts_ns + k.dur_ns > w.window_start_ns
-    GROUP BY w.run_id, w.source_id, w.device_id, w.host_start_ns, w.iteration
+    GROUP BY w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration
 )
 SELECT
     w.run_id,
-    r.run_name,
+    w.run_name,
     w.source_id,
     w.rank,
     w.device_id,
@@ -49,12 +58,11 @@ SELECT
          THEN b.activity_busy_ns / (w.window_end_ns - w.window_start_ns) END AS activity_util,
     t.kernel_time_ns
 FROM _iteration_windows AS w
-JOIN runs AS r ON r.run_id = w.run_id
 JOIN busy AS b
-  ON b.run_id = w.run_id AND b.source_id = w.source_id AND b.device_id = w.device_id
+  ON b.run_id = w.run_id AND b.run_name = w.run_name AND b.source_id = w.source_id AND b.device_id = w.device_id
  AND b.host_start_ns = w.host_start_ns AND b.iteration IS NOT DISTINCT FROM w.iteration
 JOIN kernel_time AS t
-  ON t.run_id = w.run_id AND t.source_id = w.source_id AND t.device_id = w.device_id
+  ON t.run_id = w.run_id AND t.run_name = w.run_name AND t.source_id = w.source_id AND t.device_id = w.device_id
  AND t.host_start_ns = w.host_start_ns AND t.iteration IS NOT DISTINCT FROM w.iteration
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -5,19 +5,21 @@
 -- within 5% of the median window of that device: |window - median| <= 0.05 * median. When
 -- no iteration qualifies (e.g. two very different steps), the one closest to the median is
 -- taken and `selection` says so; a trace without steps has its single whole-trace window.
+-- run_name is kept in every key and join so that a filter on it reaches the scans.
 WITH ranked AS (
     SELECT
         g.*,
-        median(g.window_ns) OVER (PARTITION BY g.run_id, g.source_id, g.device_id)
+        median(g.window_ns) OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
             AS median_window_ns,
-        count(*) OVER (PARTITION BY g.run_id, g.source_id, g.device_id) AS iteration_count
+        count(*) OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
+            AS iteration_count
     FROM gpu_utilization AS g
 ),
 scored AS (
     SELECT *,
            abs(window_ns - median_window_ns) <= 0.05 * median_window_ns AS stable,
            row_number() OVER (
-               PARTITION BY run_id, source_id, device_id
+               PARTITION BY run_id, run_name, source_id, device_id
                ORDER BY (abs(window_ns - median_window_ns) <= 0.05 * median_window_ns) DESC,
                         CASE WHEN abs(window_ns - median_window_ns) <= 0.05 * median_window_ns
                              THEN 0 ELSE abs(window_ns - median_window_ns) END,
@@ -55,7 +57,7 @@ SELECT
     r.batch_size,
     coalesce(d.name, r.gpu) AS gpu
 FROM scored AS s
-JOIN runs AS r ON r.run_id = s.run_id
+JOIN runs AS r ON r.run_id = s.run_id AND r.run_name = s.run_name
 LEFT JOIN devices AS d
   ON d.run_id = s.run_id AND d.source_id = s.source_id AND d.device_id = s.device_id
 WHERE s.pick = 1
