@@ -266,10 +266,30 @@ def ensure_views(warehouse: Warehouse) -> bool:
         return False  # a reader holds the file; data stays visible through existing views
     try:
         con.execute("BEGIN")
-        for statement in statements:
+        for statement in _cheap_binding_order(warehouse, statements):
             con.execute(statement)
         con.execute("COMMIT")
     finally:
         con.close()
     stamp.write_text(wanted)
     return True
+
+
+def _cheap_binding_order(warehouse: Warehouse, statements: list[str]) -> list[str]:
+    """The statements, with the tables first over their zero-row schema files only.
+
+    DuckDB binds each CREATE VIEW, and binding a view binds every table view under it again,
+    whose read_parquet(union_by_name) reads the footer of every file: over 1 000 runs that
+    took 109 s and 8.9 GB. Over the schema files the views bind at once; the tables are then
+    pointed at the data, once each (a view is stored as SQL and bound again at each query).
+    """
+    from etl.warehouse import SCHEMA_DIR
+
+    placeholders = []
+    for table in TABLES:
+        path = _sql_string(glob_literal(str(warehouse.data / SCHEMA_DIR / f"{table}.parquet")))
+        columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
+        placeholders.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
+                            f"read_parquet({path})")
+    tables, views = statements[:len(TABLES)], statements[len(TABLES):]
+    return placeholders + views + tables
