@@ -154,14 +154,7 @@ def test_error_for_a_name_with_a_newline_is_one_line(tmp_path: Path) -> None:
     assert len(errors) == 1 and "t.json" in lines[errors[0]], lines
 
 
-@pytest.mark.parametrize("where", [
-    pytest.param("run folder", marks=pytest.mark.xfail(strict=True, reason=(
-        "BUG: a run folder name that is not valid UTF-8 (b'caf\\xe9', legal on Linux) still "
-        "refuses its run with 'internal error UnicodeEncodeError: ... surrogates not "
-        "allowed': since 2bc84f5 the name is stored escaped, but runs.run_path is "
-        "str(run.path.resolve()) (ingest.py; see NEEDS_RUN_PATH_ESCAPED in test_names.py)"))),
-    "trace file",  # passes since 2bc84f5 (stored as \xNN text)
-])
+@pytest.mark.parametrize("where", ["run folder", "trace file"])  # xfail until 2bc84f5 + run_path
 def test_non_utf8_names_do_not_crash(tmp_path: Path, where: str) -> None:
     runs = tmp_path / "runs"
     odd = os.fsdecode(b"caf\xe9")
