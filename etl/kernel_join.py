@@ -19,7 +19,8 @@ import pyarrow.parquet as pq
 
 from etl.extract.kineto import Anomaly
 
-PART_ROWS = 1 << 19     # GPU rows + launch rows joined at once (~100 MB of Arrow)
+PART_ROWS = 1 << 17     # GPU rows + launch rows joined at once (~25 MB of Arrow)
+EMIT_ROWS = 1 << 16     # joined rows handed on at once (each is cast and copied again)
 LAUNCH_COLUMNS = ["event_id", "correlation_id", "ts_ns", "op_event_id", "op_name", "layer"]
 Emit = Callable[[pa.Table], None]
 
@@ -35,9 +36,10 @@ def join_kernels(spill: Path, gpu_rows: int, launch_rows: int, emit: Emit,
         _join(_read(gpu_files), _read([launch_file]), emit, anomalies)
         return
     folders = _split(gpu_files, launch_file, spill / "parts", parts)
+    release_memory()
     for folder in folders:
-        _join(_read(sorted(folder.glob("gpu-*.parquet"))),
-              _read(sorted(folder.glob("launch-*.parquet"))), emit, anomalies)
+        _join(_read_ipc(folder / "gpu.arrow"), _read_ipc(folder / "launch.arrow"), emit,
+              anomalies)
 
 
 def _read(files: list[Path]) -> pa.Table | None:
@@ -45,16 +47,23 @@ def _read(files: list[Path]) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
+def _read_ipc(path: Path) -> pa.Table | None:
+    if not path.exists():
+        return None
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).read_all()
+
+
 def _split(gpu_files: list[Path], launch_file: Path, root: Path, parts: int) -> list[Path]:
-    """Write the rows into root/<k>/{gpu,launch}.parquet by correlation id modulo `parts`
-    (one open writer per partition and side: a few large files, not one per batch)."""
+    """Write the rows into root/<k>/{gpu,launch}.arrow by correlation id modulo `parts`
+    (Arrow IPC: one open writer per partition holds no encoding buffers)."""
     folders = [root / str(k) for k in range(parts)]
     for folder in folders:
         folder.mkdir(parents=True)
-    sides = [("gpu-000000.parquet", gpu_files),
-             ("launch-000000.parquet", [launch_file] if launch_file.exists() else [])]
+    sides = [("gpu.arrow", gpu_files),
+             ("launch.arrow", [launch_file] if launch_file.exists() else [])]
     for name, files in sides:
-        writers: list[pq.ParquetWriter | None] = [None] * parts
+        writers: list[pa.ipc.RecordBatchFileWriter | None] = [None] * parts
         try:
             for batch in _batches(files):
                 _scatter(batch, folders, name, writers)
@@ -72,7 +81,7 @@ def _batches(files: list[Path]) -> Iterator[pa.Table]:
 
 
 def _scatter(table: pa.Table, folders: list[Path], name: str,
-             writers: list[pq.ParquetWriter | None]) -> None:
+             writers: list[pa.ipc.RecordBatchFileWriter | None]) -> None:
     corr = np.asarray(pc.fill_null(table["correlation_id"], 0).to_numpy(), dtype=np.int64)
     part = corr % len(folders)
     order = np.argsort(part, kind="stable")
@@ -83,8 +92,7 @@ def _scatter(table: pa.Table, folders: list[Path], name: str,
             continue
         writer = writers[k]
         if writer is None:
-            writer = writers[k] = pq.ParquetWriter(folder / name, table.schema,
-                                                   compression="lz4")
+            writer = writers[k] = pa.ipc.new_file(str(folder / name), table.schema)
         writer.write_table(table.take(pa.array(rows)))
 
 
@@ -93,8 +101,18 @@ def _join(gpu: pa.Table | None, launches: pa.Table | None, emit: Emit,
     if gpu is None or gpu.num_rows == 0:
         return
     first = _first_launches(launches, anomalies)
-    joined = gpu.join(first, "correlation_id", join_type="left outer")
-    emit(joined.sort_by("event_id"))
+    joined = gpu.join(first, "correlation_id", join_type="left outer").sort_by("event_id")
+    del gpu, first
+    for start in range(0, joined.num_rows, EMIT_ROWS):
+        emit(joined.slice(start, EMIT_ROWS))
+    del joined
+    release_memory()
+
+
+def release_memory() -> None:
+    """Hand freed Arrow memory back to the OS between passes: the allocator keeps it for
+    reuse otherwise, and the process's resident size would add up the passes' peaks."""
+    pa.default_memory_pool().release_unused()
 
 
 def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.Table:

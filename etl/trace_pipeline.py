@@ -31,12 +31,12 @@ import pyarrow.parquet as pq
 
 from etl import link
 from etl.extract.kineto import SLICE_BYTES, Anomaly, TraceInfo, stream_trace
-from etl.kernel_join import join_kernels
+from etl.kernel_join import join_kernels, release_memory
 from etl.slice_spill import SliceSummary, gc_paused, merge_span, spill_table, spill_text
 from etl.trace_tables import _anomaly_table, _devices_table
 
 CHUNK_ROWS = 1 << 17          # rows linked at once (memory ~ 40 × this many bytes)
-DUCKDB_MEMORY = "128MB"       # DuckDB spills to the spill folder beyond this
+DUCKDB_MEMORY = "96MB"       # DuckDB spills to the spill folder beyond this
 Writer = Callable[[pa.Table], None]
 
 
@@ -185,6 +185,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     if any(s.host_rows for s in summaries):
         launch_rows = _link_host(spill, source, sinks.host_events, options)
         sinks.end_of_host_events()
+        release_memory()
     gpu_rows = sum(s.gpu_rows for s in summaries)
     kernels = _kernels(spill, gpu_rows, launch_rows, source, sinks.kernels) if gpu_rows else 0
     source.anomalies += info.anomalies

@@ -44,7 +44,7 @@ ROW_GROUP_ROWS = 1 << 20
 # Streamed tables buffer one row group in memory (~250 B a row for host events): a quarter
 # of the size of whole-table writes keeps an ingest under its memory bound, and row groups
 # this large already compress about as well.
-STREAM_ROW_GROUP_ROWS = 1 << 18
+STREAM_ROW_GROUP_ROWS = 1 << 17
 SCHEMA_DIR = "_schema"
 
 
