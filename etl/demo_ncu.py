@@ -23,7 +23,7 @@ UNITS = [""] * 12 + ["nsecond", "cycle", "cycle", "inst", "cycle", "inst"]
 
 
 def write_ncu_export(trace_path: Path, dest: Path, step: int, seed: str) -> None:
-    events = json.loads(trace_path.read_text())["traceEvents"]
+    events = json.loads(trace_path.read_text(encoding="utf-8"))["traceEvents"]
     rng = random.Random(seed)
     with open(dest, "w", newline="", encoding="utf-8") as fh:
         fh.write("# SYNTHETIC ncu --csv --page raw export written by `etl demo`; not measured\n")

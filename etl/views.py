@@ -62,7 +62,7 @@ def load_view(path: Path) -> View:
     if not match:
         raise ViewError(f"{path}: file name must be <name>_v<N>.sql")
     text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-        path.read_text()).render()
+        path.read_text(encoding="utf-8")).render()
     try:
         tree = sqlglot.parse_one(text, read="duckdb")
     except sqlglot.errors.ParseError as exc:
@@ -258,7 +258,7 @@ def ensure_views(warehouse: Warehouse) -> bool:
     statements = all_statements(warehouse)
     stamp = warehouse.root / "views.sha256"
     wanted = fingerprint(statements)
-    if warehouse.database.exists() and stamp.exists() and stamp.read_text() == wanted:
+    if warehouse.database.exists() and stamp.exists() and stamp.read_text("utf-8") == wanted:
         return True
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
@@ -271,7 +271,7 @@ def ensure_views(warehouse: Warehouse) -> bool:
         con.execute("COMMIT")
     finally:
         con.close()
-    stamp.write_text(wanted)
+    stamp.write_text(wanted, "utf-8")
     return True
 
 

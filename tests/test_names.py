@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from tests.conftest import ETL, ROOT, kernel, launch, query_json, step, write_trace
 
@@ -21,10 +20,6 @@ ONE_JOB = ("--jobs", "1")  # one extraction process: these tests are about names
 # Python decodes names as ASCII here (no C.UTF-8 coercion, no UTF-8 mode): a non-UTF-8
 # terminal, where printing "é" or "☃" raises unless the output is made tolerant.
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-NEEDS_VIEWS_UTF8 = pytest.mark.xfail(strict=True, reason=(
-    "BUG: under a non-UTF-8 locale every command that opens the views crashes with "
-    "UnicodeDecodeError: views.load_view reads the .sql files with path.read_text() in the "
-    "locale's encoding (ASCII); fix: read_text(encoding=\"utf-8\")"))
 
 
 def name(raw: bytes) -> str:
@@ -154,7 +149,6 @@ def test_run_names_are_shown_as_text_not_markup(tmp_path: Path) -> None:
     assert "[bold]x" in out and "a[red]b" in out and "tab\\there" in out, out
 
 
-@NEEDS_VIEWS_UTF8
 def test_listing_under_an_ascii_locale(tmp_path: Path) -> None:
     """Names with é and ☃ are escaped on an ASCII terminal instead of raising."""
     write_trace(tmp_path / "runs" / "café ☃" / name(b"t\xff.json"), good_events())
@@ -166,7 +160,6 @@ def test_listing_under_an_ascii_locale(tmp_path: Path) -> None:
     assert (code, out) == (0, "run_name\ncaf\\xe9 \\u2603\n"), err
 
 
-@NEEDS_VIEWS_UTF8
 def test_ingest_under_an_ascii_locale(tmp_path: Path) -> None:
     """The stored name is the UTF-8 reading of the bytes whatever the locale: `café ☃`,
     not `caf\\xc3\\xa9 ...` (Python decodes the name as ASCII under this locale)."""
