@@ -74,9 +74,9 @@ def _rows() -> tuple[list[Row], list[str]]:
          f"{len(cases) - len(corpus_bugs)} inputs", len(corpus_bugs),
          "tests/test_broken.py, tests/data/broken/", f"{len(cases)} inputs"),
         ("kill points", f"{a.KILLS} SIGKILLs of `etl ingest` (with its slice worker "
-         f"processes) at random moments over a {a.TRACE_MB} MB generated trace, then a "
+         f"processes) at random moments over a generated trace of {a.TRACE_MB} MB, then a "
          "final ingest", f"{a.KILLS} kills", 0, "tests/test_atomic.py",
-         f"{a.KILLS} SIGKILLs over a {a.TRACE_MB} MB trace"),
+         f"{a.KILLS} SIGKILLs, trace of {a.TRACE_MB} MB"),
         ("concurrent writers", f"re-ingest twice and after a change (row counts of all "
          f"{len(c.TABLES)} run tables); {c.WRITERS} writers started together (different "
          f"runs, the same run, overlapping sets); {c.FRESH_WRITERS} writers x "
