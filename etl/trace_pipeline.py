@@ -35,8 +35,8 @@ from etl.kernel_join import join_kernels, release_memory
 from etl.slice_spill import SliceSummary, gc_paused, merge_span, spill_table, spill_text
 from etl.trace_tables import _anomaly_table, _devices_table
 
-CHUNK_ROWS = 1 << 17          # rows linked at once (memory ~ 40 × this many bytes)
-DUCKDB_MEMORY = "96MB"       # DuckDB spills to the spill folder beyond this
+CHUNK_ROWS = 1 << 16          # host rows linked at once (~300 bytes each with their names)
+DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
 Writer = Callable[[pa.Table], None]
 
 
@@ -181,6 +181,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     source = _Source(source_id, rank, _step_arrays(steps))
     for summary in summaries:
         source.anomalies += summary.anomalies
+    release_memory()  # pass 1's slices are gone: give their pages back before the sort
     launch_rows = 0
     if any(s.host_rows for s in summaries):
         launch_rows = _link_host(spill, source, sinks.host_events, options)
@@ -243,11 +244,14 @@ def _files(spill: Path, kind: str) -> str:
     return "[" + ", ".join(_quote(p) for p in sorted(spill.glob(f"{kind}-*.parquet"))) + "]"
 
 
+# Only the columns needed downstream travel through the (out-of-core) sort: its payload
+# is what DuckDB spills. A NULL pid/tid is the same thread as '' (as in trace_tables).
 _SORTED_HOST = """
-SELECT *, ts_ns + dur_ns AS end_ns,
-       coalesce(pid, '') || chr(31) || coalesce(tid, '') AS thread_key
+SELECT event_id, category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id,
+       is_op, is_layer, is_launch, linkable
 FROM read_parquet({files})
-ORDER BY NOT linkable, thread_key, ts_ns, end_ns DESC, event_id
+ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_ns DESC,
+         event_id
 """
 
 
@@ -311,8 +315,9 @@ class _LinkState:
             return out
         part = batch.take(pa.array(rows))
         chunk = link.SortedEvents(
-            self._thread_codes(part["thread_key"]), _int64(part["ts_ns"]),
-            _int64(part["end_ns"]), _int64(part["event_id"]), _bools(part["is_op"]),
+            self._thread_codes(_thread_keys(part)), _int64(part["ts_ns"]),
+            _int64(part["ts_ns"]) + _int64(part["dur_ns"]), _int64(part["event_id"]),
+            _bools(part["is_op"]),
             _bools(part["is_layer"]))
         names = _Names(np.concatenate([self.carry.ident, chunk.ident]), pa.concat_arrays(
             [self.carry_names, part["name"].combine_chunks()]))
@@ -334,6 +339,12 @@ class _LinkState:
         codes = self.last_code + np.cumsum(change)
         self.last_key, self.last_code = values[-1].as_py(), int(codes[-1])
         return codes
+
+
+def _thread_keys(part: pa.Table) -> pa.ChunkedArray:
+    """pid and tid as one comparable key, in the sort's order (NULL read as '')."""
+    return pc.binary_join_element_wise(pc.fill_null(part["pid"], ""),
+                                       pc.fill_null(part["tid"], ""), "\x1f")
 
 
 class _Names:
