@@ -1,8 +1,9 @@
 """`etl ingest`: run folders → staged Parquet → published runs.
 
-Each run is extracted whole in memory-light Arrow tables, staged, then published in one
-atomic step (see warehouse.py). A refused run leaves the warehouse untouched; the other
-runs of the command still land.
+Each run's traces are streamed into its private staging folder (trace_pipeline.py: bounded
+memory whatever the file size), the small tables are added, and the folder is published
+in one atomic step (see warehouse.py). A refused run leaves the warehouse untouched and its
+staging folder removed; the other runs of the command still land.
 """
 from __future__ import annotations
 

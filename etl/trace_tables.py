@@ -1,7 +1,9 @@
-"""One Kineto source → Arrow tables (host_events, kernels, iterations, devices, anomalies).
+"""One Kineto source → Arrow tables (host_events, kernels, iterations, devices, anomalies),
+in memory.
 
-Columns are built in bulk; the per-event work is the decoder's and the single stack sweep
-in link.py.
+This is the plain reading of a trace: the reference the streaming pipeline
+(trace_pipeline.py, what `etl ingest` runs) is tested against, and the home of the
+classification rules both share (_classify, _flag_times).
 """
 from __future__ import annotations
 
