@@ -65,6 +65,10 @@ class InputError(EtlError):
         self.remedy = remedy
         super().__init__(self.line())
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str, str | None, str | None]]:
+        # raised in slice worker processes: must come back whole through pickle
+        return (type(self), (self.path, self.problem, self.place, self.remedy))
+
     def line(self) -> str:
         parts = [self.path]
         if self.place:

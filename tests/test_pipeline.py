@@ -106,3 +106,35 @@ def test_partitioned_kernel_join_gives_the_same_tables(tmp_path: Path,
     monkeypatch.setattr(kernel_join, "PART_ROWS", 500)  # dozens of partitions
     path = corpus_path("hta/trace_diff/control/control.json.gz")
     assert_same_as_in_memory(path, tmp_path / "spill", chunk_rows=5000)
+
+
+def test_input_errors_cross_process_boundaries() -> None:
+    """A slice worker's InputError reaches the ingest whole (file, place, remedy)."""
+    import pickle
+
+    from etl.errors import InputError
+
+    error = InputError("/runs/a/t.json", "not valid JSON", "slice at byte 5", "re-export it")
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, InputError) and copy.line() == error.line()
+
+
+def _huge_pid_trace(tmp_path: Path) -> Path:
+    """Valid JSON whose slice 3 holds a pid of 5 000 digits (msgspec: out of range)."""
+    events = [kernel(i, 1_000 * i, 10, name=f"k{i}") for i in range(400)]
+    path = write_trace(tmp_path / "t.json", events)
+    text = path.read_text()
+    at = text.index('"pid":', len(text) // 2)
+    path.write_text(text[:at] + '"pid": 1' + "0" * 5000 + ", " + text[at:])
+    return path
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_slice_that_cannot_be_decoded_refuses_the_trace(tmp_path: Path,
+                                                          workers: int) -> None:
+    """Not a silently dropped or re-cut slice: the whole trace is refused, in one line."""
+    from etl.errors import InputError
+
+    path = _huge_pid_trace(tmp_path)
+    with pytest.raises(InputError, match="slice at byte"):
+        run_pipeline(path, tmp_path / "spill", slice_bytes=4096, workers=workers)

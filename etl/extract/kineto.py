@@ -233,7 +233,10 @@ class _Counter:
         # Raw items are checked for syntax like full decoding (not for UTF-8: decode_slice
         # replaces and flags such bytes, keys included)
         items = len(_guarded(self.path, offset, _raw_items().decode, text))
-        self.sink.text(bytes(text), self.count, offset)
+        try:
+            self.sink.text(bytes(text), self.count, offset)
+        except msgspec.DecodeError as exc:  # from decoding, not from this cut
+            raise _slice_error(self.path, offset, exc) from None
         self.count += items
         return items
 
@@ -267,13 +270,27 @@ def decode_slice(path: Path, text: bytes, first_id: int, offset: int) -> Decoded
         events = _guarded(path, offset, typed.decode, text)
         cols = _typed_columns(events, first_id)
     except msgspec.ValidationError:
-        events = _guarded(path, offset, lenient.decode, text)
+        events = _lenient_slice(path, text, offset)
         cols = _lenient_columns(events, first_id, anomalies)
         cols.with_phase = sum(1 for ev in events if isinstance(ev, dict) and "ph" in ev)
     except msgspec.DecodeError as exc:
-        raise InputError(path, f"not valid JSON ({exc})", f"slice at byte {offset}",
-                         "check that the file is a PyTorch profiler trace") from None
+        raise _slice_error(path, offset, exc) from None
     return DecodedSlice(_batch(cols, anomalies), anomalies, cols.with_phase)
+
+
+def _lenient_slice(path: Path, text: bytes, offset: int) -> list[Any]:
+    _, lenient, _ = _decoders()
+    try:
+        return _guarded(path, offset, lenient.decode, text)  # type: ignore[no-any-return]
+    except msgspec.DecodeError as exc:  # e.g. an integer of thousands of digits
+        raise _slice_error(path, offset, exc) from None
+
+
+def _slice_error(path: Path, offset: int, exc: Exception) -> InputError:
+    """Never a msgspec error out of a validated slice: the slicer would take it for a bad
+    cut and cut again."""
+    return InputError(path, f"not valid JSON ({exc})", f"slice at byte {offset}",
+                      "check that the file is a PyTorch profiler trace")
 
 
 def _valid_utf8(text: bytes, offset: int, anomalies: list[Anomaly]) -> bytes:
