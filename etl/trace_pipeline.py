@@ -79,8 +79,10 @@ def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Pa
         try:
             with gc_paused():
                 info = stream_trace(path, sink, options.salvage, options.slice_bytes)
-        finally:
-            summaries = sink.close()
+        except BaseException:
+            sink.abort()  # the first error is the one to report, not a later slice's
+            raise
+        summaries = sink.close()
         return _assemble(path, info, summaries, source_id, gpu_override, spill, sinks,
                          options)
     finally:
@@ -121,6 +123,10 @@ class SpillSink:
     def _drain(self) -> None:
         while self.pending:
             self.summaries.append(self.pending.popleft().result())
+
+    def abort(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
     def close(self) -> list[SliceSummary]:
         try:
