@@ -22,7 +22,7 @@ from etl.extract.kineto import NotATrace
 from etl.match_stage import match_run
 from etl.ncu_ingest import extract_ncu
 from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
-from etl.warehouse import RUN_TABLES, TableWriter, Warehouse, write_staged
+from etl.warehouse import RUN_TABLES, TableWriter, Warehouse
 
 
 def extractor_version() -> str:
@@ -35,7 +35,6 @@ def extractor_version() -> str:
 
 
 DATA_DIR = Path(__file__).resolve().parent / "extract"
-TRACE_TABLES = ("devices", "iterations", "host_events", "kernels", "anomalies")
 
 
 @dataclass
@@ -122,22 +121,24 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None,
                inputs: dict[str, str], staged: Path, run_id: str, publish_id: str,
                options: Options) -> Prepared:
     writers = {t: TableWriter(staged, t, {"run_id": run_id, "publish_id": publish_id})
-               for t in STREAMED_TABLES}
+               for t in RUN_TABLES}
     sources, small = _extract_sources(run, dims, inputs, staged, writers, options)
     ncu = extract_ncu(run, small.get("devices"), dims)
     if not sources and not ncu.sources:
         raise RunError(f"{run.name}: no profiler output in the run folder "
                        f"({len(run.skipped)} file(s) skipped); nothing ingested")
     writers["anomalies"].write(ncu.anomalies)
-    for writer in writers.values():
-        writer.close()
-    tables = {**small, **ncu.tables}
+    for name in STREAMED_TABLES:
+        writers[name].close()
     kernels, host = _match_inputs(staged, sources) if ncu.tables["ncu_kernels"].num_rows else (
         None, None)
-    tables["kernel_match"] = match_run(kernels, host, tables["ncu_kernels"])
+    small = {**small, **ncu.tables,
+             "kernel_match": match_run(kernels, host, ncu.tables["ncu_kernels"])}
+    for name, table in small.items():
+        writers[name].write(table)
     for name in RUN_TABLES:
         if name not in STREAMED_TABLES:
-            write_staged(staged, name, _tag(name, tables.get(name), run_id, publish_id))
+            writers[name].close()  # a table nothing wrote to is a zero-row file
     counts = {t: w.rows for t, w in writers.items()}
     row = _runs_row(run, run_id, dims, toml_text, sources, counts, ncu.sources, publish_id)
     return Prepared(_result(run, run_id, sources, counts), staged, row)
@@ -222,18 +223,6 @@ def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
     host = pq.read_table(staged / "host_events.parquet",
                          columns=["source_id", "event_id", "ts_ns"])
     return kernels, host
-
-
-def _tag(name: str, table: Any, run_id: str, publish_id: str) -> Any:
-    import pyarrow as pa
-
-    from etl.warehouse import empty_table
-
-    if table is None:  # a run without traces (ncu only): the trace tables are empty
-        return empty_table(name)
-    n = table.num_rows
-    table = table.add_column(0, "publish_id", pa.array([publish_id] * n, pa.string()))
-    return table.add_column(0, "run_id", pa.array([run_id] * n, pa.string()))
 
 
 def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str | None,

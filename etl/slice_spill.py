@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.extract.kineto import Anomaly, decode_slice, field_map
-from etl.trace_tables import HOST_COLUMNS, _classify, _flag_times
+from etl.trace_tables import HOST_COLUMNS, Step, _classify, _flag_times, kept_span
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
 
@@ -33,7 +33,7 @@ class SliceSummary:
     host_rows: int = 0
     gpu_rows: int = 0
     anomalies: list[Anomaly] = field(default_factory=list)
-    steps: list[tuple[int, int, int, int]] = field(default_factory=list)  # id, N, start, end
+    steps: list[Step] = field(default_factory=list)
     span: tuple[int, int] | None = None   # min start, max end of kept timed events
     devices: list[int] = field(default_factory=list)
 
@@ -56,7 +56,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
     summary.steps = _steps(host)
-    summary.span = _span(base.take(pa.array(np.flatnonzero(is_host | is_gpu))))
+    summary.span = kept_span(base.take(pa.array(np.flatnonzero(is_host | is_gpu))))
     summary.devices = [d for d in pc.unique(gpu["device_id"]).to_pylist() if d is not None]
     summary.host_rows, summary.gpu_rows = host.num_rows, gpu.num_rows
     _write(host, folder / f"host-{index:06d}.parquet")
@@ -106,7 +106,7 @@ def _is_step_name(names: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.fill_null(pc.match_substring_regex(names, field_map()["steps"]["pattern"]), False)
 
 
-def _steps(host: pa.Table) -> list[tuple[int, int, int, int]]:
+def _steps(host: pa.Table) -> list[Step]:
     """(event_id, N, start, end) of the ProfilerStep#N markers with ts and dur, in order."""
     spec = field_map()["steps"]
     mask = pc.and_(pc.and_(pc.is_in(host["category"], pa.array(spec["categories"])),
@@ -122,19 +122,6 @@ def _steps(host: pa.Table) -> list[tuple[int, int, int, int]]:
         assert match is not None  # the same pattern selected the row
         out.append((event_id, int(match.group(1)), ts, ts + dur))
     return out
-
-
-def _span(kept: pa.Table) -> tuple[int, int] | None:
-    """Earliest start and latest end of complete events with ts and dur ≥ 0 (the
-    whole-trace iteration when there are no step markers)."""
-    ok = pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(kept["ts_ns"])),
-                 pc.greater_equal(kept["dur_ns"], 0))
-    spans = kept.filter(pc.fill_null(ok, False))
-    if spans.num_rows == 0:
-        return None
-    start = pc.min(spans["ts_ns"]).as_py()
-    end = pc.max(pc.add(spans["ts_ns"], spans["dur_ns"])).as_py()
-    return (start, end)
 
 
 def merge_span(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:

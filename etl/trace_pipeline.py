@@ -33,7 +33,7 @@ from etl import link
 from etl.extract.kineto import SLICE_BYTES, Anomaly, TraceInfo, stream_trace
 from etl.kernel_join import join_kernels, release_memory
 from etl.slice_spill import SliceSummary, gc_paused, merge_span, spill_table, spill_text
-from etl.trace_tables import _anomaly_table, _devices_table
+from etl.trace_tables import Step, _anomaly_table, _devices_table, iterations_table
 
 CHUNK_ROWS = 1 << 16          # host rows linked at once (~300 bytes each with their names)
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
@@ -199,14 +199,14 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
                                  "events before the cut were kept (--salvage)"))
-    anomalies = _with_context(_anomaly_table(source.anomalies, source_id), None)
+    anomalies = _anomaly_table(source.anomalies, source_id)
     sinks.anomalies(anomalies)
     span = None
     for summary in summaries:
         span = merge_span(span, summary.span)
     devices = sorted({d for s in summaries for d in s.devices})
     return SourceResult(
-        info, _with_context(_iterations(steps, span), source), _with_context(
+        info, _with_context(iterations_table(steps, span), source), _with_context(
             _devices_table(info.device_properties, devices, gpu_override), source),
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
         kernels=kernels, anomalies=anomalies.num_rows)
@@ -227,7 +227,7 @@ def _rank(info: TraceInfo) -> int | None:
     return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
-def _step_arrays(steps: list[tuple[int, int, int, int]]
+def _step_arrays(steps: list[Step]
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (np.array([s[2] for s in steps], dtype=np.int64),
             np.array([s[3] for s in steps], dtype=np.int64),
@@ -461,27 +461,8 @@ def _flag_orphans(batch: pa.Table, source: _Source) -> None:
                                  "toward busy time but belongs to no iteration"))
 
 
-def _iterations(steps: list[tuple[int, int, int, int]], span: tuple[int, int] | None
-                ) -> pa.Table:
-    """ProfilerStep rows in trace order, or one whole-trace row without step markers."""
-    if steps:
-        return pa.table({"iteration": pa.array([s[1] for s in steps], pa.int64()),
-                         "start_ns": pa.array([s[2] for s in steps], pa.int64()),
-                         "end_ns": pa.array([s[3] for s in steps], pa.int64()),
-                         "boundary": pa.array(["ProfilerStep"] * len(steps), pa.string()),
-                         "event_id": pa.array([s[0] for s in steps], pa.int64())})
-    rows = [span] if span else []
-    return pa.table({"iteration": pa.nulls(len(rows), pa.int64()),
-                     "start_ns": pa.array([r[0] for r in rows], pa.int64()),
-                     "end_ns": pa.array([r[1] for r in rows], pa.int64()),
-                     "boundary": pa.array(["whole_trace"] * len(rows), pa.string()),
-                     "event_id": pa.nulls(len(rows), pa.int64())})
-
-
-def _with_context(table: pa.Table, source: _Source | None) -> pa.Table:
-    """Prefix source_id and rank (anomalies carry source_id already, and no rank)."""
-    if source is None:
-        return table
+def _with_context(table: pa.Table, source: _Source) -> pa.Table:
+    """Prefix source_id and rank."""
     n = table.num_rows
     table = table.add_column(0, "rank", pa.array([source.rank] * n, pa.int32()))
     return table.add_column(0, "source_id", pa.array([source.source_id] * n, pa.int32()))

@@ -253,34 +253,41 @@ def _flag_orphans(gpu: pa.Table, launch: np.ndarray, anomalies: list[Anomaly]) -
 
 def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Table) -> pa.Table:
     start, end, number, rows = steps
-    if len(rows):
-        ids = np.asarray(host["event_id"].combine_chunks())[rows]
-        return pa.table({"iteration": pa.array(number, pa.int64()),
-                         "start_ns": pa.array(start, pa.int64()),
-                         "end_ns": pa.array(end, pa.int64()),
-                         "boundary": pa.array(["ProfilerStep"] * len(rows), pa.string()),
-                         "event_id": pa.array(ids, pa.int64())})
-    return _whole_trace_iteration(base)
+    ids = np.asarray(host["event_id"].combine_chunks())[rows] if len(rows) else rows
+    marks = list(zip(ids.tolist(), number.tolist(), start.tolist(), end.tolist()))
+    return iterations_table(marks, None if marks else kept_span(base))
 
 
-def _whole_trace_iteration(base: pa.Table) -> pa.Table:
-    """No step markers: one iteration spanning every kept complete event with ts and dur.
+Step = tuple[int, int, int, int]  # event_id, N, start, end of a ProfilerStep#N marker
 
-    `base` excludes ignored categories, so the profiler's own `Trace` span does not count.
-    """
-    ok = pc.and_(pc.equal(base["ph"], "X"), pc.and_(pc.is_valid(base["ts_ns"]),
-                                                     pc.is_valid(base["dur_ns"])))
-    ok = pc.and_(ok, pc.greater_equal(base["dur_ns"], 0))
-    spans = base.filter(ok)
+
+def iterations_table(steps: list[Step], span: tuple[int, int] | None) -> pa.Table:
+    """ProfilerStep rows in trace order; without markers, one whole-trace row over `span`."""
+    if steps:
+        return pa.table({"iteration": pa.array([s[1] for s in steps], pa.int64()),
+                         "start_ns": pa.array([s[2] for s in steps], pa.int64()),
+                         "end_ns": pa.array([s[3] for s in steps], pa.int64()),
+                         "boundary": pa.array(["ProfilerStep"] * len(steps), pa.string()),
+                         "event_id": pa.array([s[0] for s in steps], pa.int64())})
+    rows = [span] if span else []
+    return pa.table({"iteration": pa.nulls(len(rows), pa.int64()),
+                     "start_ns": pa.array([r[0] for r in rows], pa.int64()),
+                     "end_ns": pa.array([r[1] for r in rows], pa.int64()),
+                     "boundary": pa.array(["whole_trace"] * len(rows), pa.string()),
+                     "event_id": pa.nulls(len(rows), pa.int64())})
+
+
+def kept_span(kept: pa.Table) -> tuple[int, int] | None:
+    """Earliest start and latest end of the complete events with ts and dur ≥ 0: the
+    whole-trace iteration when there are no step markers. `kept` excludes ignored
+    categories, so the profiler's own `Trace` span does not count."""
+    ok = pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(kept["ts_ns"])),
+                 pc.greater_equal(kept["dur_ns"], 0))
+    spans = kept.filter(pc.fill_null(ok, False))
     if spans.num_rows == 0:
-        return pa.table({"iteration": pa.array([], pa.int64()),
-                         "start_ns": pa.array([], pa.int64()), "end_ns": pa.array([], pa.int64()),
-                         "boundary": pa.array([], pa.string()),
-                         "event_id": pa.array([], pa.int64())})
-    ends = pc.add(spans["ts_ns"], spans["dur_ns"])
-    return pa.table({"iteration": pa.nulls(1, pa.int64()),
-                     "start_ns": [pc.min(spans["ts_ns"]).as_py()], "end_ns": [pc.max(ends).as_py()],
-                     "boundary": ["whole_trace"], "event_id": pa.nulls(1, pa.int64())})
+        return None
+    return (pc.min(spans["ts_ns"]).as_py(),
+            pc.max(pc.add(spans["ts_ns"], spans["dur_ns"])).as_py())
 
 
 def _with_context(table: pa.Table, context: dict[str, Any]) -> pa.Table:

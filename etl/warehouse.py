@@ -147,13 +147,6 @@ class Warehouse:
         folder.mkdir(parents=True)
         return folder
 
-    def stage(self, publish_id: str, tables: dict[str, pa.Table]) -> Path:
-        """Write a run's tables into a private staging folder; nothing is visible yet."""
-        folder = self.new_stage(publish_id)
-        for table in RUN_TABLES:
-            write_staged(folder, table, tables[table])
-        return folder
-
     def publish(self, staged: Path, runs_row: pa.Table) -> None:
         """Make a staged run visible, replacing any run of the same name: one rename."""
         import pyarrow as pa
@@ -212,10 +205,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def write_staged(folder: Path, table: str, data: pa.Table) -> None:
-    _write_parquet(conform(table, data), folder / f"{table}.parquet")
 
 
 class TableWriter:
