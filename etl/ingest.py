@@ -22,7 +22,7 @@ from etl.extract.kineto import NotATrace
 from etl.match_stage import match_run
 from etl.ncu_ingest import extract_ncu
 from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
-from etl.warehouse import RUN_TABLES, TableWriter, Warehouse
+from etl.warehouse import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
 def extractor_version() -> str:
@@ -287,13 +287,22 @@ def ingest_all(folders: list[Path], warehouse: Warehouse, options: Options = Opt
     if len(folders) == 1:
         options = replace(options, slice_workers=options.jobs, jobs=1)
     results: list[RunResult] = []
+    last: Publication | None = None
     for prepared in _prepared(folders, warehouse, options):
         if prepared.staged is not None and prepared.result.run_id is not None:
-            warehouse.publish(prepared.staged, prepared.runs_row)
+            last = warehouse.publish(prepared.staged, prepared.runs_row)
+            if last.late:
+                prepared.result.warnings.append(LATE_PUBLISH)
         results.append(prepared.result)
         if on_done:
             on_done(prepared.result)
+    if last is not None:
+        last.wait_until_visible()  # what this returns is what the next query sees
     return results
+
+
+LATE_PUBLISH = ("the publish took longer than its visibility margin: a query that started "
+                "at that moment may have paired this run's old and new tables")
 
 
 def _prepared(folders: list[Path], warehouse: Warehouse, options: Options

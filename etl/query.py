@@ -88,7 +88,8 @@ def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
 
 
 def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
-    """The folder of each run's current publish (highest publish_seq per run name).
+    """The folder of each run's current publish: the highest publish_seq per run name
+    among those visible now (the rule of the stored `runs` view).
 
     Reads two columns of every runs.parquet: a full read of `runs` here would cost seconds
     over 1 000 runs (DuckDB's cost is per file and column), and most queries project few
@@ -97,7 +98,7 @@ def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> l
     """
     import duckdb
 
-    from etl.views import _sql_string, glob_literal
+    from etl.views import VISIBLE_AT_QUERY_START, _sql_string, glob_literal
     from etl.warehouse import SCHEMA_DIR
 
     for _ in range(LIST_ATTEMPTS):
@@ -109,7 +110,8 @@ def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> l
         try:
             rows = con.execute(
                 f"SELECT filename FROM read_parquet([{listed}], union_by_name = true, "
-                "filename = true) QUALIFY row_number() OVER (PARTITION BY run_name "
+                f"filename = true) WHERE {VISIBLE_AT_QUERY_START} "
+                "QUALIFY row_number() OVER (PARTITION BY run_name "
                 "ORDER BY publish_seq DESC) = 1").fetchall()
         except duckdb.IOException:
             continue

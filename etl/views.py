@@ -6,12 +6,15 @@ views too, generated from schemas/ over the warehouse's Parquet files.
 
 What a reader sees while `etl ingest` publishes (the stored views, e.g. the DuckDB shell):
 DuckDB lists a table view's files when it binds that reference, once per reference, so
-each reference to a table or view reads whole runs (a table view binds its own `runs`
-before its own files, and superseded folders outlive any query by the grace period). Two
-references in one query (`runs` and `kernels`, or a view and a table) are listed at two
-moments and may read two publishes of a run being replaced: the shell has no per-query
-snapshot. `etl query` has one: it lists the publishes once per query and pins every table
-to those files (`snapshot_view_sql`, etl/query.py).
+two references in one query (`runs` and `kernels`, or a view and a table) are listed at
+two moments. Each `runs` reference keeps the publishes visible at the start of the query's
+transaction (VISIBLE_AT_QUERY_START), which every listing made after that start holds
+(etl/warehouse.py, "Snapshots"), so all references agree: one snapshot per query, or per
+explicit transaction. A table view binds its own `runs` before its own files, and
+superseded folders outlive a query by the grace period. A prepared statement binds in one
+transaction and runs in the next: one whose binding takes longer than the publish margin
+may pair two publishes. `etl query` lists the publishes once per query and pins every
+table to those files (`snapshot_view_sql`, etl/query.py).
 """
 from __future__ import annotations
 
@@ -184,6 +187,14 @@ def check_root(warehouse: Warehouse) -> None:
                         "by DuckDB's file globbing; choose another --warehouse folder")
 
 
+# A runs.parquet row (read with filename = true) is visible to a query when its folder's
+# visible-from time (etl/warehouse.py: data/<publish_id>.v<µs>/) is not after the start of
+# the query's transaction; a folder without that suffix always is.
+VISIBLE_AT_QUERY_START = (
+    "coalesce(TRY_CAST(regexp_extract(filename, '[.]v([0-9]+)[/]runs[.]parquet$', 1) "
+    "AS BIGINT), 0) <= epoch_us(get_current_timestamp())")
+
+
 def table_view_sql(warehouse: Warehouse, table: str) -> str:
     """A table as a view over its Parquet files, keeping each run's current publish.
 
@@ -194,7 +205,8 @@ def table_view_sql(warehouse: Warehouse, table: str) -> str:
     if table == "runs":
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
-                f"read_parquet({glob}, union_by_name = true) QUALIFY row_number() OVER "
+                f"read_parquet({glob}, union_by_name = true, filename = true) "
+                f"WHERE {VISIBLE_AT_QUERY_START} QUALIFY row_number() OVER "
                 f"(PARTITION BY run_name ORDER BY publish_seq DESC) = 1")
     columns = ", ".join(f't."{c}"' for c in table_schema(table).names)
     return (f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "

@@ -1,8 +1,9 @@
 """The warehouse on disk: immutable publish folders of Parquet and a view-only DuckDB.
 
 Layout (everything under one root, default ./warehouse):
-    data/<publish_id>/<table>.parquet  one folder per publish of a run, written once
-    data/<publish_id>/runs.parquet     the run's `runs` row, with its publish sequence
+    data/<publish_id>.v<µs>/<table>.parquet  one folder per publish of a run, written once;
+                                       visible to queries that start at or after <µs>
+    data/<publish_id>.v<µs>/runs.parquet  the run's `runs` row, with its publish sequence
     data/_schema/<table>.parquet       zero-row files so every view works on an empty warehouse
     catalog/sequence                   the last publish sequence number
     staging/                           runs being written (renamed into data/ when complete)
@@ -12,12 +13,20 @@ Why this shape: a reader (the DuckDB shell, `etl query`) may hold warehouse.duck
 while `etl ingest` runs, so publishing never touches the database file, and no file is ever
 modified after it is written (a reader that opens a file twice must read the same bytes).
 Publishing a run is one rename of its complete folder into data/, under an exclusive lock
-on `.publish.lock` that serialises writers and hands out the sequence number. The `runs`
-view keeps the highest sequence per run name; every table view keeps the rows of those
-publishes only, binding `runs` before listing its own files, so a run appears whole at the
-next query. A process killed at any point leaves no folder in data/ that is half written.
-Superseded folders are deleted after a grace period, so a query that listed them still
-finds them.
+on `.publish.lock` that serialises writers and hands out the sequence number. A process
+killed at any point leaves no folder in data/ that is half written.
+
+Snapshots. DuckDB lists a table's files when it binds each reference to it, so two
+references in one query list data/ at two moments. What a query sees must therefore not
+depend on the moment of listing, only on a value fixed for the whole query: the start of
+its transaction (`get_current_timestamp()`, taken before DuckDB binds the statement). The
+folder name carries the time its publish becomes visible, chosen PUBLISH_MARGIN_SECONDS
+after the rename: every listing that a query starting later makes already holds the
+folder, and a query that started earlier ignores it in every reference. The `runs` view
+keeps, per run name, the highest sequence visible at the query's start; every table view
+keeps the rows of those publishes only. Superseded folders are deleted after a grace
+period, so a query (or a transaction) that started before still finds them. Folders named
+without a time (older warehouses) are visible from the start.
 """
 from __future__ import annotations
 
@@ -40,6 +49,10 @@ if TYPE_CHECKING:
 
 RUN_TABLES = tuple(t for t in TABLES if t != "runs")
 GRACE_SECONDS = 600
+# Between choosing a publish's visible-from time and the rename there is only the rename:
+# a quarter second covers a slow disk; each `etl ingest` waits it out once at the end.
+PUBLISH_MARGIN_SECONDS = 0.25
+VISIBLE_SUFFIX = ".v"
 ROW_GROUP_ROWS = 1 << 20
 # Streamed tables buffer one row group in memory (~250 B a row for host events): a quarter
 # of the size of whole-table writes keeps an ingest under its memory bound, and row groups
@@ -106,7 +119,8 @@ class Warehouse:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def read_runs(self, columns: list[str] | None = None) -> pa.Table:
-        """The current `runs` rows: the highest publish sequence of each run name.
+        """The latest `runs` rows as writers see them: the highest publish sequence of each
+        run name, also when that publish is not visible to queries yet (its margin).
 
         One multi-threaded scan of every data/*/runs.parquet (only `columns`, plus the two
         the choice needs); a folder garbage-collected during the scan makes it start over.
@@ -147,8 +161,11 @@ class Warehouse:
         folder.mkdir(parents=True)
         return folder
 
-    def publish(self, staged: Path, runs_row: pa.Table) -> None:
-        """Make a staged run visible, replacing any run of the same name: one rename."""
+    def publish(self, staged: Path, runs_row: pa.Table) -> Publication:
+        """Make a staged run visible, replacing any run of the same name: one rename.
+
+        The run is visible to queries that start at `visible_from_us` or later.
+        """
         import pyarrow as pa
 
         publish_id = runs_row["publish_id"][0].as_py()
@@ -160,12 +177,15 @@ class Warehouse:
                                       "publish_seq", pa.array([seq], pa.int64()))
             _write_parquet(conform("runs", row), staged / "runs.parquet")
             _fsync_dir(staged)
-            os.rename(staged, self.data / publish_id)
+            visible_from = _now_us() + int(PUBLISH_MARGIN_SECONDS * 1e6)
+            os.rename(staged, self.data / f"{publish_id}{VISIBLE_SUFFIX}{visible_from}")
+            late = _now_us() >= visible_from
             _fsync_dir(self.data)
             self._supersede(previous, name)
             others = [p for n, p in zip(previous["run_name"].to_pylist(),
                                         previous["publish_id"].to_pylist()) if n != name]
             self._collect_garbage({publish_id, *others})
+        return Publication(publish_id, visible_from, late)
 
     def _next_sequence(self) -> int:
         current = int(self.sequence.read_text()) if self.sequence.exists() else 0
@@ -177,19 +197,49 @@ class Warehouse:
     def _supersede(self, previous: pa.Table, name: str) -> None:
         """Start the grace period of the folder the new publish replaces."""
         for row in previous.to_pylist():
-            if row["run_name"] == name and (self.data / row["publish_id"]).exists():
-                os.utime(self.data / row["publish_id"])
+            folder = self.publish_folder(row["publish_id"])
+            if row["run_name"] == name and folder is not None:
+                os.utime(folder)
+
+    def publish_folder(self, publish_id: str) -> Path | None:
+        """The folder holding a publish, with or without its visible-from suffix."""
+        import glob
+
+        pattern = glob.escape(str(self.data / publish_id)) + VISIBLE_SUFFIX + "*"
+        found = [self.data / publish_id, *map(Path, glob.glob(pattern))]
+        return next((p for p in found if p.is_dir()), None)
 
     def _collect_garbage(self, live: set[str]) -> None:
         """Delete folders that are not current and were superseded over the grace ago."""
         now = time.time()
         for folder in self._publish_dirs():
-            if folder.name not in live and now - folder.stat().st_mtime > GRACE_SECONDS:
+            if (publish_id_of(folder) not in live
+                    and now - folder.stat().st_mtime > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
         for folder in self.staging.iterdir():
             pid = _staging_pid(folder.name)
             if (pid is None or not _alive(pid)) and now - folder.stat().st_mtime > 60:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Publication:
+    publish_id: str
+    visible_from_us: int  # µs since the epoch: queries starting then or later see it
+    late: bool            # the rename ended after that time (see publish)
+
+    def wait_until_visible(self) -> None:
+        time.sleep(max(0.0, self.visible_from_us / 1e6 - time.time()))
+
+
+def publish_id_of(folder: Path) -> str:
+    """A publish folder's publish id (its name without the visible-from suffix)."""
+    head, sep, tail = folder.name.rpartition(VISIBLE_SUFFIX)
+    return head if sep and tail.isdigit() else folder.name
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
 
 
 def _staging_pid(name: str) -> int | None:

@@ -9,8 +9,8 @@ anomaly note and the clear "open in another process" warning.
 Readers polling while a run is republished must never see half a run: for each run_id
 visible in `runs`, count(kernels) equals the reference count, and a failing query may only
 say the file is locked. `etl query` (the command, and its library call) pins one snapshot
-per query and passes; a raw DuckDB connection on warehouse.duckdb (the shell) has no query
-snapshot, which the strict xfail keeps in view.
+per query; a raw DuckDB connection on warehouse.duckdb (the shell) gets one from the
+publishes' visible-from times and the query's start (etl/warehouse.py, "Snapshots").
 """
 from __future__ import annotations
 
@@ -321,17 +321,11 @@ def republish_while_reading(runs: Path, reference: dict[str, dict[str, int]],
     return readers
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "LIMIT (DuckDB shell): a raw connection on warehouse.duckdb sometimes sees a run_id in "
-    "`runs` with 0 rows in kernels while the run is republished. DuckDB lists the files of "
-    "each table-function call when it binds it, and each reference to a view binds its own "
-    "read_parquet: here `runs r` and the `runs` inside the `kernels` view are listed at two "
-    "moments, and a publish between them makes them disagree. Each view alone is whole "
-    "(kernels binds its own `runs` before its own files); a snapshot across the views of one "
-    "query needs one listing per query, which `etl query` does (test below) and stored views "
-    "cannot (publishing never touches warehouse.duckdb)"), raises=AssertionError)
 def test_duckdb_shell_never_sees_half_a_run(runs: Path, reference: dict[str, dict[str, int]],
                                             tmp_path: Path) -> None:
+    """Raw read-only connections on warehouse.duckdb, as the shell has: `runs r` and the
+    `runs` inside the `kernels` view are listed at two moments, and agree because both keep
+    the publishes visible at the query's start (strict xfail before 'visible-from')."""
     readers = republish_while_reading(runs, reference, tmp_path, {"duckdb": DUCKDB_READERS})
     assert readers.problems == []
     assert len(readers.seen) > 1
@@ -346,6 +340,16 @@ def test_etl_query_never_sees_half_a_run(runs: Path, reference: dict[str, dict[s
     assert len(readers.seen) > 1
 
 
+def ingested_copy(run: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of a run folder (to change), ingested into a new warehouse; (copy, warehouse)."""
+    copy = tmp_path / "runs" / run.name
+    copy.mkdir(parents=True)
+    (copy / "t.json").write_bytes((run / "t.json").read_bytes())
+    wh = tmp_path / "wh"
+    assert cli("ingest", str(copy), "--warehouse", str(wh)).returncode == 0
+    return copy, wh
+
+
 def test_a_pinned_connection_keeps_its_snapshot(runs: Path,
                                                 reference: dict[str, dict[str, int]],
                                                 tmp_path: Path) -> None:
@@ -356,11 +360,7 @@ def test_a_pinned_connection_keeps_its_snapshot(runs: Path,
     from etl.query import pin_snapshot
     from etl.warehouse import Warehouse
 
-    run = tmp_path / "runs" / "r0"
-    run.mkdir(parents=True)
-    (run / "t.json").write_bytes((runs / "r0" / "t.json").read_bytes())
-    wh = tmp_path / "wh"
-    assert cli("ingest", str(run), "--warehouse", str(wh)).returncode == 0
+    run, wh = ingested_copy(runs / "r0", tmp_path)
     with duckdb.connect(str(wh / "warehouse.duckdb"), read_only=True) as con:
         [folder] = pin_snapshot(con, Warehouse.at(wh))
         [(old_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
@@ -377,6 +377,56 @@ def test_a_pinned_connection_keeps_its_snapshot(runs: Path,
     assert row["run_id"] != old_id and row["kernels"] == reference["r0"]["kernels"]
 
 
+def test_a_transaction_keeps_its_snapshot(runs: Path, reference: dict[str, dict[str, int]],
+                                         tmp_path: Path) -> None:
+    """In an explicit transaction of a raw connection, a republish after BEGIN is invisible
+    to every later query of that transaction, and the old publish stays whole."""
+    import duckdb
+
+    run, wh = ingested_copy(runs / "r0", tmp_path)
+    with duckdb.connect(str(wh / "warehouse.duckdb"), read_only=True) as con:
+        con.execute("BEGIN")
+        [(old_id,)] = con.execute("SELECT run_id FROM runs").fetchall()
+        (run / "run.toml").write_text('notes = "new"\n')
+        assert cli("ingest", str(run), "--warehouse", str(wh)).returncode == 0
+        inside = con.execute(KERNELS_SQL).fetchall()
+        con.execute("COMMIT")
+        after = con.execute(KERNELS_SQL).fetchall()
+    assert inside == [("r0", old_id, reference["r0"]["kernels"])]
+    [(name, new_id, kernels)] = after
+    assert new_id != old_id and kernels == reference["r0"]["kernels"]
+
+
+def test_a_publish_is_visible_from_its_time_on(runs: Path, tmp_path: Path) -> None:
+    """The folder's visible-from time decides, for the stored views and `etl query` alike:
+    a time in the future hides the publish (and the run, when it is its only one)."""
+    wh = tmp_path / "wh"
+    for name in ("r0", "r1"):
+        assert cli("ingest", str(runs / name), "--warehouse", str(wh)).returncode == 0
+    [folder] = [p for p in (wh / "data").iterdir() if p.name.startswith(
+        query_rows(wh, "SELECT publish_id FROM runs WHERE run_name = 'r1'")[0][0])]
+    head = folder.name.rpartition(".v")[0]
+    names = "SELECT run_name FROM runs ORDER BY 1"
+    future = folder.rename(folder.with_name(f"{head}.v{(time.time_ns() // 1000) + 3600 * 10**6}"))
+    assert query_rows(wh, names) == [("r0",)]
+    assert json.loads(cli("query", names, "--warehouse", str(wh), "--format", "json").stdout
+                      ) == [{"run_name": "r0"}]
+    future.rename(folder.with_name(head))  # no suffix: an older warehouse's folder
+    assert query_rows(wh, names) == [("r0",), ("r1",)]
+
+
+def test_a_late_publish_is_reported(runs: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rename that ends after the chosen visible-from time is a warning of the run."""
+    from etl import warehouse as warehouse_module
+    from etl.ingest import LATE_PUBLISH, ingest_all
+    from etl.warehouse import Warehouse
+
+    monkeypatch.setattr(warehouse_module, "PUBLISH_MARGIN_SECONDS", -1.0)
+    [result] = ingest_all([runs / "r0"], Warehouse.at(tmp_path / "wh"))
+    assert result.status == "ingested" and LATE_PUBLISH in result.warnings
+
+
 def test_etl_query_reads_a_publish_of_an_older_schema(runs: Path,
                                                       reference: dict[str, dict[str, int]],
                                                       tmp_path: Path) -> None:
@@ -384,11 +434,15 @@ def test_etl_query_reads_a_publish_of_an_older_schema(runs: Path,
     (one footer instead of all) and falls back to it when a file lacks a column."""
     import pyarrow.parquet as pq
 
+    from etl.warehouse import Warehouse
+
     wh = tmp_path / "wh"
     for name in ("r0", "r1"):
         assert cli("ingest", str(runs / name), "--warehouse", str(wh)).returncode == 0
     [(old,)] = query_rows(wh, "SELECT publish_id FROM runs WHERE run_name = 'r1'")
-    path = wh / "data" / old / "kernels.parquet"
+    folder = Warehouse.at(wh).publish_folder(old)
+    assert folder is not None
+    path = folder / "kernels.parquet"
     pq.write_table(pq.read_table(path).drop_columns(["layer"]), path)  # as if older
     sql = ("SELECT r.run_name, count(k.kernel_id) AS kernels, count(k.layer) AS layers "
            "FROM runs r JOIN kernels k USING (run_id) GROUP BY ALL ORDER BY ALL")
