@@ -1,11 +1,11 @@
 """Read-only SQL on a warehouse, every query on one snapshot of the publishes.
 
-The stored views (warehouse.duckdb) list the publish folders each time a query binds one of
-them, so a query naming two of them during a republish may read the new publish in one and
-the previous one in the other. `etl query` lists the folders once, chooses each run's
-current publish, and pins every table of its connection to the files of those publishes
-(TEMP views that shadow the stored ones); the pinned folders stay on disk for the grace
-period (warehouse.GRACE_SECONDS) after they are superseded.
+The stored views (warehouse.duckdb) already give each query one snapshot: the publishes
+visible at its start (etl/warehouse.py, "Snapshots"). `etl query` lists the folders once,
+chooses each run's current publish, and pins every table of its connection to the files of
+those publishes (TEMP views that shadow the stored ones): binding then reads one footer per
+table instead of every file's, and the snapshot holds for a prepared statement too. It
+holds a reader lease meanwhile, so none of the pinned folders is deleted before it ends.
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
     except duckdb.Error as exc:
         raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
     try:
-        return _execute(con, warehouse, sql)
+        with warehouse.reader_lease():
+            return _execute(con, warehouse, sql)
     except duckdb.Error as exc:
         first = str(exc).strip().splitlines()[0]
         raise EtlError(f"query failed: {first}") from None

@@ -7,6 +7,7 @@ Layout (everything under one root, default ./warehouse):
     data/_schema/<table>.parquet       zero-row files so every view works on an empty warehouse
     catalog/sequence                   the last publish sequence number
     staging/                           runs being written (renamed into data/ when complete)
+    readers/<pid>.<id>.lease           one per running `etl query`, locked while it runs
     warehouse.duckdb                   views only (tables are views over the Parquet files)
 
 Why this shape: a reader (the DuckDB shell, `etl query`) may hold warehouse.duckdb open
@@ -25,8 +26,9 @@ after the rename: every listing that a query starting later makes already holds 
 folder, and a query that started earlier ignores it in every reference. The `runs` view
 keeps, per run name, the highest sequence visible at the query's start; every table view
 keeps the rows of those publishes only. Superseded folders are deleted after a grace
-period, so a query (or a transaction) that started before still finds them. Folders named
-without a time (older warehouses) are visible from the start.
+period, so a query (or a transaction) that started before still finds them; a query of
+`etl query` holds a reader lease, and no folder it may read is deleted while it runs, however
+long. Folders named without a time (older warehouses) are visible from the start.
 """
 from __future__ import annotations
 
@@ -85,6 +87,10 @@ class Warehouse:
     def staging(self) -> Path:
         return self.root / "staging"
 
+    @property
+    def readers(self) -> Path:
+        return self.root / "readers"
+
     def exists(self) -> bool:
         return (self.data / SCHEMA_DIR).is_dir()
 
@@ -117,6 +123,50 @@ class Warehouse:
                 yield
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
+
+    @contextmanager
+    def reader_lease(self) -> Iterator[None]:
+        """Keep every folder this reader may read until it is done (see live_lease_starts).
+
+        The lease is a file locked for the reader's life: a lease left by a killed reader is
+        unlocked and removed by the next garbage collection. A warehouse the reader may not
+        write to gets no lease: the reader then has the grace period only.
+        """
+        name = self.readers / f"{os.getpid()}.{uuid.uuid4().hex}"
+        try:
+            self.readers.mkdir(exist_ok=True)
+            fh = open(name.with_suffix(".tmp"), "w")
+            # locked before it is named .lease: an unlocked lease is a dead reader's
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            os.rename(fh.name, name.with_suffix(".lease"))
+        except OSError:
+            yield
+            return
+        try:
+            yield
+        finally:
+            name.with_suffix(".lease").unlink(missing_ok=True)
+            fh.close()
+
+    def live_lease_starts(self) -> list[float]:
+        """Start times (mtime) of the leases of running readers; stale leases are removed."""
+        if not self.readers.is_dir():
+            return []
+        for unnamed in self.readers.glob("*.tmp"):  # a reader killed while taking its lease
+            if time.time() - unnamed.stat().st_mtime > 60:
+                unnamed.unlink(missing_ok=True)
+        starts = []
+        for lease in self.readers.glob("*.lease"):
+            try:
+                with open(lease) as fh:
+                    started = os.fstat(fh.fileno()).st_mtime
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    lease.unlink(missing_ok=True)  # we could lock it: its reader is gone
+            except BlockingIOError:
+                starts.append(started)
+            except FileNotFoundError:
+                continue  # its reader finished meanwhile
+        return starts
 
     def read_runs(self, columns: list[str] | None = None) -> pa.Table:
         """The latest `runs` rows as writers see them: the highest publish sequence of each
@@ -210,11 +260,16 @@ class Warehouse:
         return next((p for p in found if p.is_dir()), None)
 
     def _collect_garbage(self, live: set[str]) -> None:
-        """Delete folders that are not current and were superseded over the grace ago."""
+        """Delete folders that are not current, were superseded over the grace ago, and no
+        running reader may read (one that started before the superseding publish became
+        visible)."""
         now = time.time()
+        leases = self.live_lease_starts()
         for folder in self._publish_dirs():
-            if (publish_id_of(folder) not in live
-                    and now - folder.stat().st_mtime > GRACE_SECONDS):
+            superseded = folder.stat().st_mtime
+            needed = any(start <= superseded + PUBLISH_MARGIN_SECONDS + 1 for start in leases)
+            if (publish_id_of(folder) not in live and not needed
+                    and now - superseded > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
         for folder in self.staging.iterdir():
             pid = _staging_pid(folder.name)
