@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from etl.errors import InputError, name_text
 from etl.extract.rawio import read_head
+from etl.match.names import keys_of, mangled_base
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -115,63 +116,19 @@ def parse_dims(text: str | None) -> tuple[int, int, int] | None:
 def name_forms(name: str | None) -> tuple[str | None, str | None, str | None]:
     """(demangled, mangled, base) derivable from one reported kernel name.
 
-    A mangled name ("_Z...") gives its base by reading the Itanium source names; a demangled
-    signature ("void ns::k<int>(float *)") gives the base by dropping return type, scopes,
-    template arguments and parameters; a bare identifier is its own base and its demangled
-    form is unknown (it may be ncu's function-only base, or an extern "C" kernel).
+    The base is the matcher's (etl/match/names.py), so the stored base_name is the key the
+    matching compares: from a mangled name ("_Z...") the Itanium source name of the
+    function; from a demangled signature ("void ns::k<int>(float *)") the name without
+    return type, scopes, template arguments and parameters; a bare identifier is its own
+    base and its demangled form is unknown (ncu's function-only base, or extern "C").
     """
     if not name:
         return None, None, None
     if name.startswith("_Z"):
-        return None, name, base_from_mangled(name)
+        return None, name, mangled_base(name)
     if any(ch in name for ch in "(<: "):
-        return name, None, base_from_demangled(name)
+        return name, None, keys_of(name).base
     return None, None, name
-
-
-def base_from_mangled(name: str) -> str | None:
-    """Last source name of an Itanium-mangled function name, before template arguments."""
-    i = 3 if name.startswith("_ZN") else 2
-    while i < len(name) and name[i] in "rVK":
-        i += 1
-    last = None
-    while i < len(name) and name[i].isdigit():
-        digits = re.match(r"\d+", name[i:])
-        assert digits is not None
-        length = int(digits.group())
-        start = i + len(digits.group())
-        last, i = name[start:start + length], start + length
-    return last or None
-
-
-def base_from_demangled(name: str) -> str | None:
-    text = re.sub(r"(\s+(const|volatile|&&|&))+$", "", name.strip())
-    for close, open_ in ((")", "("), (">", "<")):
-        if text.endswith(close):
-            start = _matching_open(text, open_, close)
-            if start is None:
-                return None
-            text = text[:start].rstrip()
-    return _last_component(text) or None
-
-
-def _matching_open(text: str, open_: str, close: str) -> int | None:
-    depth = 0
-    for i in range(len(text) - 1, -1, -1):
-        depth += (text[i] == close) - (text[i] == open_)
-        if depth == 0:
-            return i
-    return None
-
-
-def _last_component(text: str) -> str:
-    """Text after the last top-level "::" or space (scopes and return type dropped)."""
-    depth, cut = 0, 0
-    for i, ch in enumerate(text):
-        depth += (ch in "<({[") - (ch in ">)}]")
-        if depth == 0 and (ch == " " or (ch == ":" and text[i - 1:i] == ":")):
-            cut = i + 1
-    return text[cut:].strip()
 
 
 # ---- accumulating rows ------------------------------------------------------------------

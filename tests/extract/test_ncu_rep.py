@@ -14,9 +14,8 @@ import pytest
 from etl.errors import InputError
 from etl.extract.ncu_common import (
     NcuExport,
-    base_from_demangled,
-    base_from_mangled,
     catalog,
+    name_forms,
     ncu_schema,
     read_ncu,
 )
@@ -113,8 +112,8 @@ def test_name_derivation_matches_ncu_function_names(name: str) -> None:
     """What the CSV readers derive from a name equals ncu's own function-only base."""
     for action in actions(corpus_file(name)):
         function = action.name(action.NameBase_FUNCTION)
-        assert base_from_mangled(action.name(action.NameBase_MANGLED)) == function
-        assert base_from_demangled(action.name(action.NameBase_DEMANGLED)) == function
+        assert name_forms(action.name(action.NameBase_MANGLED))[2] == function
+        assert name_forms(action.name(action.NameBase_DEMANGLED))[2] == function
 
 
 def test_rtx4090_report_keeps_launch_order() -> None:
