@@ -12,6 +12,7 @@ whole (same code after decoding).
 from __future__ import annotations
 
 import decimal
+import functools
 import operator
 import re
 import tomllib
@@ -49,6 +50,19 @@ def field_map() -> dict[str, Any]:
 @cache
 def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.json.Decoder]:
     """(typed document decoder, lenient decoder keeping floats exact, typed slice decoder)."""
+    event: Any = msgspec.defstruct("Event", [("ph", str | None, None), *_event_fields()],
+                                   gc=False)
+    header = msgspec.defstruct("Header", [
+        ("traceEvents", list[event]), ("deviceProperties", Any, None),
+        ("distributedInfo", Any, None), ("displayTimeUnit", Any, None)])
+    typed = msgspec.json.Decoder(header | list[event])
+    lenient = msgspec.json.Decoder(float_hook=decimal.Decimal)
+    return typed, lenient, msgspec.json.Decoder(list[event])
+
+
+@cache
+def _event_fields() -> list[tuple[str, Any, Any]]:
+    """The fields read from an event besides `ph` (the typed decoders' shared layout)."""
     aliases = field_map()["args"]
     arg_fields: list[tuple[str, Any, Any]] = []
     for column, keys in aliases.items():
@@ -60,18 +74,33 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.jso
             arg_fields.append((f"{column}__{n}", kind | None, spec))
     args = msgspec.defstruct("Args", arg_fields, gc=False)  # acyclic: skip GC tracking
     raw = msgspec.Raw
-    event: Any = msgspec.defstruct("Event", [
-        ("ph", str | None, None), ("cat", str | None, None), ("name", str | None, None),
-        ("pid", int | str | None, None), ("tid", int | str | None, None),
-        ("ts", raw, msgspec.field(default_factory=lambda: raw(b""))),
-        ("dur", raw, msgspec.field(default_factory=lambda: raw(b""))),
-        ("args", args | None, None)], gc=False)
-    header = msgspec.defstruct("Header", [
-        ("traceEvents", list[event]), ("deviceProperties", Any, None),
-        ("distributedInfo", Any, None), ("displayTimeUnit", Any, None)])
-    typed = msgspec.json.Decoder(header | list[event])
-    lenient = msgspec.json.Decoder(float_hook=decimal.Decimal)
-    return typed, lenient, msgspec.json.Decoder(list[event])
+    return [("cat", str | None, None), ("name", str | None, None),
+            ("pid", int | str | None, None), ("tid", int | str | None, None),
+            ("ts", raw, msgspec.field(default_factory=lambda: raw(b""))),
+            ("dur", raw, msgspec.field(default_factory=lambda: raw(b""))),
+            ("args", args | None, None)]
+
+
+# Chrome-trace phases besides the kept ones (X, i, I): events of these are skipped unread
+_SKIPPED_PHASES = ("B", "E", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M",
+                   "R", "c", "(", ")", "S", "T", "F", "p", "v", "V")
+
+
+@cache
+def _tagged_decoder() -> tuple[msgspec.json.Decoder, dict[type, str]]:
+    """A slice decoder tagged by `ph`, and the phase of each kept event type.
+
+    Kept phases decode to full structs; every other known phase to an empty struct, so a
+    flow event (a third of a Kineto trace) costs a syntax scan, not a Python object per
+    field. An event whose ph is missing, null or unknown fails validation: the caller then
+    decodes untagged, exactly as before.
+    """
+    kept = {msgspec.defstruct(f"Event{ord(ph)}", _event_fields(), gc=False,
+                              tag_field="ph", tag=ph): ph for ph in sorted(_KEPT_PHASES)}
+    skipped = [msgspec.defstruct(f"Skipped{ord(ph)}", [], gc=False, tag_field="ph", tag=ph)
+               for ph in _SKIPPED_PHASES]
+    event = functools.reduce(operator.or_, [*kept, *skipped])  # their union
+    return msgspec.json.Decoder(list[event]), kept  # type: ignore[valid-type]
 
 
 class NotATrace(Exception):
@@ -265,10 +294,8 @@ def decode_slice(path: Path, text: bytes, first_id: int, offset: int) -> Decoded
     an unexpected type). Bytes that are not UTF-8 are replaced and flagged first."""
     anomalies: list[Anomaly] = []
     text = _valid_utf8(text, offset, anomalies)
-    _, lenient, typed = _decoders()
     try:
-        events = _guarded(path, offset, typed.decode, text)
-        cols = _typed_columns(events, first_id)
+        cols = _slice_columns(path, text, first_id, offset)
     except msgspec.ValidationError:
         events = _lenient_slice(path, text, offset)
         cols = _lenient_columns(events, first_id, anomalies)
@@ -276,6 +303,18 @@ def decode_slice(path: Path, text: bytes, first_id: int, offset: int) -> Decoded
     except msgspec.DecodeError as exc:
         raise _slice_error(path, offset, exc) from None
     return DecodedSlice(_batch(cols, anomalies), anomalies, cols.with_phase)
+
+
+def _slice_columns(path: Path, text: bytes, first_id: int, offset: int) -> SourceColumns:
+    """Typed decoding, tagged by ph first; untagged when some event's ph is not a known
+    phase (a ValidationError from here means a field has an unexpected type)."""
+    tagged, kept_types = _tagged_decoder()
+    try:
+        return _tagged_columns(_guarded(path, offset, tagged.decode, text), kept_types,
+                               first_id)
+    except msgspec.ValidationError:
+        _, _, typed = _decoders()
+        return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
 
 
 def _lenient_slice(path: Path, text: bytes, offset: int) -> list[Any]:
@@ -391,35 +430,45 @@ def _decode_error(path: Path, data: bytes, exc: Exception) -> InputError:
                       "check that the file is a PyTorch profiler trace")
 
 
-_TOP = operator.attrgetter("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+_FIELDS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
 
 
 def _typed_columns(events: list[Any], first_id: int) -> SourceColumns:
-    """Columns of the kept events by one C-level transpose (no per-event Python code).
-
-    Every event's fields are gathered with one attrgetter call, transposed with zip, and
-    the kept rows (complete and instant events) are picked by index afterwards.
-    """
-    if not events:
-        return SourceColumns(args={c: [] for c in field_map()["args"]})
-    ph, cat, name, pid, tid, ts, dur, args = zip(*map(_TOP, events))
-    with_phase = len(ph) - ph.count(None)
+    """Columns of the kept events (complete and instant) of untagged structs."""
+    ph = list(map(operator.attrgetter("ph"), events))
     kept = [i for i, p in enumerate(ph) if p in _KEPT_PHASES]
-    if len(kept) < len(events):
-        pick = operator.itemgetter(*kept) if kept else (lambda _: ())
-        ph, cat, name, pid, tid, ts, dur, args = (
-            _as_tuple(pick(c), len(kept)) for c in (ph, cat, name, pid, tid, ts, dur, args))
-    cols = SourceColumns(
-        event_id=[first_id + i for i in kept], ph=ph, cat=cat, name=name,  # type: ignore[arg-type]
-        pid=_id_texts(pid), tid=_id_texts(tid), ts_text=ts, dur_text=dur)  # type: ignore[arg-type]
-    cols.args = _arg_columns(args)  # type: ignore[arg-type]
+    return _struct_columns(_picked(events, kept), _picked(ph, kept),
+                           [first_id + i for i in kept], len(ph) - ph.count(None))
+
+
+def _tagged_columns(events: list[Any], kept_types: dict[type, str], first_id: int
+                    ) -> SourceColumns:
+    """Columns of the kept events of a tagged decoding (every event there has a ph)."""
+    kept = [i for i, kind in enumerate(map(type, events)) if kind in kept_types]
+    kept_events = _picked(events, kept)
+    ph: list[str | None] = list(map(kept_types.__getitem__, map(type, kept_events)))
+    return _struct_columns(kept_events, ph, [first_id + i for i in kept], len(events))
+
+
+def _picked(values: list[Any], rows: list[int]) -> list[Any]:
+    if len(rows) == len(values):
+        return values
+    if len(rows) == 1:  # itemgetter returns a bare item, not a 1-tuple, for one index
+        return [values[rows[0]]]
+    return list(operator.itemgetter(*rows)(values)) if rows else []
+
+
+def _struct_columns(events: list[Any], ph: list[str | None], event_id: list[int],
+                    with_phase: int) -> SourceColumns:
+    """Plain columns of decoded event structs: one C-level map per field (no per-event
+    Python code, no intermediate row tuples)."""
+    cat, name, pid, tid, ts, dur, args = (
+        list(map(operator.attrgetter(f), events)) for f in _FIELDS)
+    cols = SourceColumns(event_id=event_id, ph=ph, cat=cat, name=name, pid=_id_texts(pid),
+                         tid=_id_texts(tid), ts_text=ts, dur_text=dur)
+    cols.args = _arg_columns(args)
     cols.with_phase = with_phase
     return cols
-
-
-def _as_tuple(picked: Any, count: int) -> tuple[Any, ...]:
-    """itemgetter returns a bare item, not a 1-tuple, when it picks one index."""
-    return (picked,) if count == 1 else tuple(picked)
 
 
 def _id_texts(values: Sequence[Any]) -> Any:
@@ -434,22 +483,20 @@ _KEPT_PHASES = frozenset(("X", "i", "I"))
 
 
 def _arg_columns(args: list[Any]) -> dict[str, list[Any]]:
-    """All argument columns in one C-level pass: attrgetter of every alias, then transpose.
+    """All argument columns, one C-level map per alias.
 
     With several spellings of one argument the first present one wins.
     """
     aliases = field_map()["args"]
-    attrs = [f"{column}__{n}" for column, keys in aliases.items() for n in range(len(keys))]
     if not args:
         return {column: [] for column in aliases}
     empty = _empty_args()
-    rows = list(map(operator.attrgetter(*attrs), [a if a is not None else empty for a in args]))
-    by_attr = dict(zip(attrs, (list(c) for c in zip(*rows))))
+    present = [a if a is not None else empty for a in args]
     out = {}
     for column, keys in aliases.items():
-        values = by_attr[f"{column}__0"]
+        values = list(map(operator.attrgetter(f"{column}__0"), present))
         for n in range(1, len(keys)):
-            other = by_attr[f"{column}__{n}"]
+            other = map(operator.attrgetter(f"{column}__{n}"), present)
             values = [v if v is not None else o for v, o in zip(values, other)]
         out[column] = values
     return out
