@@ -35,35 +35,56 @@ class Converted:
 def us_texts_to_ns(texts: Sequence[bytes]) -> Converted:
     """Convert raw JSON number texts (b"" = absent) to int64 ns; absent → NULL.
 
-    Fast path: Arrow parses every text as decimal128(24, 3), which fails (rather than
+    Fast paths: integer µs (older Kineto writes no decimals) by Arrow's integer parse;
+    otherwise Arrow parses every text as decimal128(24, 3), which fails (rather than
     rounds) on more than three decimals, quotes or garbage; then the slow path decides.
     """
-    strings = _as_string_array(texts)
+    blob = b"".join(texts)
+    strings = _absent_as_null(_as_string_array(texts, blob))
     try:
+        if b"x" not in blob and b"X" not in blob:  # the integer parse would read hex
+            whole = _whole_us_to_ns(strings)
+            if whole is not None:
+                return Converted(whole)
         return Converted(_plain_to_ns(strings))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _slow_path(texts)
 
 
-def _as_string_array(texts: Sequence[bytes]) -> pa.Array:
-    """One Arrow string array built from the texts' bytes and lengths (no per-item objects)."""
+def _as_string_array(texts: Sequence[bytes], blob: bytes) -> pa.Array:
+    """One Arrow string array of the texts (joined in `blob`): no per-item objects."""
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    blob = b"".join(texts)
     return pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets),
                                             pa.py_buffer(blob))
 
 
-def _plain_to_ns(strings: pa.Array) -> pa.Int64Array:
+def _absent_as_null(strings: pa.Array) -> pa.Array:
     empty = pc.equal(pc.binary_length(strings), 0)
-    cleaned = pc.if_else(empty, pa.scalar(None, pa.large_string()), strings)
-    if pc.all(pc.match_substring_regex(pc.utf8_slice_codeunits(cleaned, 0, 1),
+    return pc.if_else(empty, pa.scalar(None, pa.large_string()), strings)
+
+
+def _whole_us_to_ns(strings: pa.Array) -> pa.Int64Array | None:
+    """Every text an integer (a sign and digits: the parse takes nothing else but hex) →
+    ns, ~4x cheaper than the decimal parse; None if some text is not, or is too large."""
+    try:
+        ns = pc.multiply_checked(pc.cast(strings, pa.int64()), 1000)
+    except pa.ArrowInvalid:
+        return None
+    return _in_range(ns)
+
+
+def _plain_to_ns(strings: pa.Array) -> pa.Int64Array:
+    if pc.all(pc.match_substring_regex(pc.utf8_slice_codeunits(strings, 0, 1),
                                            _FIRST_CHAR)).as_py() not in (True, None):
         raise pa.ArrowInvalid("a value does not start like a plain number")
-    dec = pc.cast(cleaned, pa.decimal128(24, 3))
+    dec = pc.cast(strings, pa.decimal128(24, 3))
     scaled = pc.multiply(dec, pa.scalar(decimal.Decimal(1000), pa.decimal128(4, 0)))
-    ns = pc.cast(scaled, pa.int64())
+    return _in_range(pc.cast(scaled, pa.int64()))
+
+
+def _in_range(ns: pa.Int64Array) -> pa.Int64Array:
     largest = pc.max(pc.abs(ns)).as_py()
     if largest is not None and largest > _NS_LIMIT:
         raise pa.ArrowInvalid("a value is out of range")
