@@ -319,7 +319,8 @@ class _LinkState:
         rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
         if len(rows) == 0:
             return out
-        part = batch.take(pa.array(rows))
+        # linkable rows sort first: a chunk is all linkable but at the very end
+        part = batch if len(rows) == n else batch.take(pa.array(rows))
         chunk = link.SortedEvents(
             self._thread_codes(_thread_keys(part)), _int64(part["ts_ns"]),
             _int64(part["ts_ns"]) + _int64(part["dur_ns"]), _int64(part["event_id"]),
@@ -464,5 +465,14 @@ def _flag_orphans(batch: pa.Table, source: _Source) -> None:
 def _with_context(table: pa.Table, source: _Source) -> pa.Table:
     """Prefix source_id and rank."""
     n = table.num_rows
-    table = table.add_column(0, "rank", pa.array([source.rank] * n, pa.int32()))
-    return table.add_column(0, "source_id", pa.array([source.source_id] * n, pa.int32()))
+    table = table.add_column(0, "rank", _repeated(source.rank, n))
+    return table.add_column(0, "source_id", _repeated(source.source_id, n))
+
+
+def _repeated(value: int | None, n: int) -> pa.Array:
+    """An int32 column of one value, built in numpy (a Python list of n items is not free
+    at 64k rows per chunk); a value out of int32 fails as Arrow's conversion does."""
+    if value is None:
+        return pa.nulls(n, pa.int32())
+    pa.array([value], pa.int32())
+    return pa.array(np.full(n, value, dtype=np.int32))
