@@ -334,7 +334,7 @@ class TableWriter:
 
         n = data.num_rows
         for name, value in reversed(self.constants.items()):
-            data = data.add_column(0, name, pa.array([value] * n, pa.string()))
+            data = data.add_column(0, name, pa.repeat(pa.scalar(value, pa.string()), n))
         self._buffer.append(conform(self.table, data))
         self._buffered += n
         self.rows += n
