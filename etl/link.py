@@ -15,6 +15,8 @@ correlation ids and iteration numbers.
   scope among the ancestors, ProfilerStep markers excluded.
 - iteration: N of the ProfilerStep#N whose host span [hs, he] contains the event's start
   (the latest-starting such step); a GPU activity takes its launch's iteration.
+- begin/end pair: an E closes the most recent open B of its (pid, tid), in event order;
+  the pair is the complete event it describes (trace_tables.paired_events).
 """
 from __future__ import annotations
 
@@ -214,3 +216,60 @@ def assign_iterations(step_start: np.ndarray, step_end: np.ndarray, step_number:
     safe = np.maximum(pos, 0)
     inside = (pos >= 0) & ts_valid & (ts <= ends[safe])
     return np.where(inside, numbers[safe], NONE)
+
+
+# ---- begin/end pairs --------------------------------------------------------------
+
+@dataclass
+class OpenBegins:
+    """B events still open after a chunk: the stack of the chunk's last thread (event ids,
+    innermost last). Stacks of earlier threads are finished: their B's were never closed."""
+
+    thread: int
+    ids: list[int]
+
+    @classmethod
+    def empty(cls) -> OpenBegins:
+        return cls(NONE, [])
+
+
+@dataclass
+class BeginEndPairs:
+    begin: np.ndarray           # event id of a B
+    end: np.ndarray             # event id of the E that closes it, NONE if none does
+    unmatched_end: list[int]    # E events with no open B on their thread
+
+
+def match_begin_end(thread: np.ndarray, event_id: np.ndarray, is_begin: np.ndarray,
+                    still_open: OpenBegins) -> tuple[BeginEndPairs, OpenBegins]:
+    """Pair the B and E events of one chunk sorted by (thread, event id), given the B's
+    left open by the previous chunk: an E closes the most recent open B of its thread.
+
+    A plain stack sweep: B/E events are rare (Kineto writes X), and the stack is the
+    definition itself. Memory is the chunk plus the open B's of one thread.
+    """
+    begins: list[int] = []
+    ends: list[int] = []
+    unmatched: list[int] = []
+    current, stack = still_open.thread, still_open.ids
+    for code, ident, begin in zip(thread.tolist(), event_id.tolist(), is_begin.tolist()):
+        if code != current:  # a new thread: what is left open on the last one never closes
+            begins += stack
+            ends += [NONE] * len(stack)
+            current, stack = code, []
+        if begin:
+            stack.append(ident)
+        elif stack:
+            begins.append(stack.pop())
+            ends.append(ident)
+        else:
+            unmatched.append(ident)
+    pairs = BeginEndPairs(np.array(begins, dtype=np.int64), np.array(ends, dtype=np.int64),
+                          unmatched)
+    return pairs, OpenBegins(current, stack)
+
+
+def never_closed(still_open: OpenBegins) -> BeginEndPairs:
+    """The B's open at the end of the last chunk."""
+    return BeginEndPairs(np.array(still_open.ids, dtype=np.int64),
+                         np.full(len(still_open.ids), NONE, dtype=np.int64), [])

@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.extract.kineto import Anomaly, decode_slice, field_map
-from etl.trace_tables import HOST_COLUMNS, Step, _classify, _flag_times, kept_span
+from etl.trace_tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
+                              split_begin_end)
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
 
@@ -36,6 +37,7 @@ class SliceSummary:
     steps: list[Step] = field(default_factory=list)
     span: tuple[int, int] | None = None   # min start, max end of kept timed events
     devices: list[int] = field(default_factory=list)
+    begin_end_rows: int = 0               # B and E events spilled unpaired (be-<index>)
 
 
 def spill_text(path: Path, text: bytes, first_id: int, offset: int, folder: Path,
@@ -47,11 +49,18 @@ def spill_text(path: Path, text: bytes, first_id: int, offset: int, folder: Path
 
 
 def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folder: Path,
-                index: int) -> SliceSummary:
-    """Classify decoded events and write host-<index> / gpu-<index>.parquet in `folder`."""
+                index: int, paired: bool = False) -> SliceSummary:
+    """Classify decoded events and write host-<index> / gpu-<index>.parquet in `folder`;
+    B and E events go unpaired to be-<index>.parquet (their E may be slices away).
+    `paired`: the events are B/E pairs, whose times were flagged when they were paired."""
     summary = SliceSummary(index, with_phase, anomalies=list(anomalies))
+    base, begin_end = split_begin_end(base)
+    if begin_end is not None:
+        _write(begin_end, folder / f"be-{index:06d}.parquet")
+        summary.begin_end_rows = begin_end.num_rows
     is_host, is_gpu, kinds = _classify(base, summary.anomalies)
-    _flag_times(base, summary.anomalies)
+    if not paired:
+        _flag_times(base, summary.anomalies)
     host = _with_link_flags(base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host))))
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))

@@ -33,7 +33,8 @@ from etl import link
 from etl.extract.kineto import SLICE_BYTES, Anomaly, TraceInfo, stream_trace
 from etl.kernel_join import join_kernels, release_memory
 from etl.slice_spill import SliceSummary, gc_paused, merge_span, spill_table, spill_text
-from etl.trace_tables import Step, _anomaly_table, _devices_table, iterations_table
+from etl.trace_tables import (Step, _anomaly_table, _devices_table, iterations_table,
+                              paired_events, thread_keys, unmatched_ends)
 
 CHUNK_ROWS = 1 << 16          # host rows linked at once (~300 bytes each with their names)
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
@@ -183,7 +184,10 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
               gpu_override: str | None, spill: Path, sinks: Sinks,
               options: PipelineOptions) -> SourceResult:
     rank = _rank(info)
-    steps = [s for summary in summaries for s in summary.steps]
+    if any(s.begin_end_rows for s in summaries):
+        summaries = summaries + _pair_begin_end(spill, len(summaries), options)
+    # in trace order (pairs are spilled after the slices)
+    steps = sorted(s for summary in summaries for s in summary.steps)
     source = _Source(source_id, rank, _step_arrays(steps))
     for summary in summaries:
         source.anomalies += summary.anomalies
@@ -215,7 +219,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
 def _duckdb(spill: Path, threads: int) -> Any:
     import duckdb
 
-    (spill / "duckdb").mkdir()
+    (spill / "duckdb").mkdir(exist_ok=True)
     con = duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "threads": threads,
                                  "temp_directory": str(spill / "duckdb"),
                                  "preserve_insertion_order": False})
@@ -248,6 +252,82 @@ def _quote(path: Path) -> str:
 def _files(spill: Path, kind: str) -> str:
     """A literal list of the spill files (no glob: the spill path may hold glob characters)."""
     return "[" + ", ".join(_quote(p) for p in sorted(spill.glob(f"{kind}-*.parquet"))) + "]"
+
+
+# ---- pass 1b: begin/end pairs ------------------------------------------------------
+
+# B/E events by thread, then event order: the order in which an E closes the most recent
+# open B of its thread (the thread key as in the links: a NULL pid/tid reads as '')
+_SORTED_BEGIN_END = """
+SELECT event_id, coalesce(pid, '') || chr(31) || coalesce(tid, '') AS thread,
+       ph = 'B' AS is_begin
+FROM read_parquet({files})
+ORDER BY thread, event_id
+"""
+# each B with the E that closes it (if any), as two struct columns
+_PAIRED_ROWS = """
+SELECT b, e
+FROM read_parquet({pairs}) AS p
+JOIN read_parquet({files}) AS b ON b.event_id = p.begin_id
+LEFT JOIN read_parquet({files}) AS e ON e.event_id = p.end_id
+"""
+
+
+def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
+                    ) -> list[SliceSummary]:
+    """Pass 1b: the B and E events spilled by the slices (be-*), paired out of core.
+
+    Their event ids are sorted by thread and event order and swept chunk by chunk with the
+    open B's carried (pairs.parquet); then DuckDB joins each B to its E, and the complete
+    events they make are classified and spilled like a slice's. Returns those slices'
+    summaries, the first holding the unmatched E's.
+    """
+    con = _duckdb(spill, options.threads)
+    try:
+        unmatched = _match_pairs(con, spill, options.chunk_rows)
+        summaries = [SliceSummary(first_index, 0, anomalies=unmatched_ends(unmatched))]
+        reader = con.execute(_PAIRED_ROWS.format(pairs=_quote(spill / "pairs.parquet"),
+                                                 files=_files(spill, "be"))
+                             ).to_arrow_reader(options.chunk_rows)
+        schema = pq.read_schema(next(spill.glob("be-*.parquet")))
+        for batch in _batches(reader):
+            found: list[Anomaly] = []
+            paired = paired_events(_struct_rows(batch["b"], schema),
+                                   _struct_rows(batch["e"], schema), found)
+            summaries.append(spill_table(paired, found, 0, spill,
+                                         first_index + len(summaries), paired=True))
+        return summaries
+    finally:
+        con.close()
+
+
+def _match_pairs(con: Any, spill: Path, chunk_rows: int) -> list[int]:
+    """Write pairs.parquet (begin_id, end_id or NULL); returns the unmatched E's ids."""
+    reader = con.execute(_SORTED_BEGIN_END.format(files=_files(spill, "be"))
+                         ).to_arrow_reader(chunk_rows)
+    threads = _ThreadCodes()
+    still_open = link.OpenBegins.empty()
+    unmatched: list[int] = []
+    with _SpillWriter(spill / "pairs.parquet") as out:
+        for batch in _batches(reader):
+            pairs, still_open = link.match_begin_end(
+                threads.codes(batch["thread"]), _int64(batch["event_id"]),
+                _bools(batch["is_begin"]), still_open)
+            out.write(_pair_table(pairs))
+            unmatched += pairs.unmatched_end
+        out.write(_pair_table(link.never_closed(still_open)))
+    return unmatched
+
+
+def _pair_table(pairs: link.BeginEndPairs) -> pa.Table:
+    return pa.table({"begin_id": pa.array(pairs.begin, pa.int64()),
+                     "end_id": _opt(pairs.end)})
+
+
+def _struct_rows(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+    """A struct column of rows (NULL: no row) as a table of the spilled B/E schema."""
+    struct = column.combine_chunks()
+    return pa.Table.from_arrays(struct.flatten(), names=schema.names).cast(schema)
 
 
 # Only the columns needed downstream travel through the (out-of-core) sort: its payload
@@ -302,40 +382,14 @@ class _Links:
     layer_name: pa.Array
 
 
-class _LinkState:
-    """The carried stack (with its names) and thread numbering across chunks."""
+class _ThreadCodes:
+    """Thread numbering of a stream sorted by thread, across chunks."""
 
     def __init__(self) -> None:
-        self.carry = link.Carry.empty()
-        self.carry_names = pa.array([], pa.string())
         self.last_key: str | None = None
         self.last_code = 0
 
-    def link(self, batch: pa.Table) -> _Links:
-        n = batch.num_rows
-        none = np.full(n, link.NONE, dtype=np.int64)
-        out = _Links(none, none.copy(), none.copy(), [], pa.nulls(n, pa.string()),
-                     pa.nulls(n, pa.string()))
-        rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
-        if len(rows) == 0:
-            return out
-        # linkable rows sort first: a chunk is all linkable but at the very end
-        part = batch if len(rows) == n else batch.take(pa.array(rows))
-        chunk = link.SortedEvents(
-            self._thread_codes(_thread_keys(part)), _int64(part["ts_ns"]),
-            _int64(part["ts_ns"]) + _int64(part["dur_ns"]), _int64(part["event_id"]),
-            _bools(part["is_op"]),
-            _bools(part["is_layer"]))
-        names = _Names(np.concatenate([self.carry.ident, chunk.ident]), pa.concat_arrays(
-            [self.carry_names, part["name"].combine_chunks()]))
-        found, self.carry = link.link_sorted(chunk, self.carry)
-        self.carry_names = names.of(self.carry.ident)
-        out.parent[rows], out.op[rows], out.layer[rows] = found.parent, found.op, found.layer
-        out.overlaps = chunk.ident[found.overlap].tolist()
-        out.op_name, out.layer_name = names.of(out.op), names.of(out.layer)
-        return out
-
-    def _thread_codes(self, keys: pa.ChunkedArray) -> np.ndarray:
+    def codes(self, keys: pa.ChunkedArray) -> np.ndarray:
         """Codes that increase at each new thread key, continuing the previous chunk's."""
         values = keys.combine_chunks()
         change = np.ones(len(values), dtype=np.int64)
@@ -348,10 +402,37 @@ class _LinkState:
         return codes
 
 
-def _thread_keys(part: pa.Table) -> pa.ChunkedArray:
-    """pid and tid as one comparable key, in the sort's order (NULL read as '')."""
-    return pc.binary_join_element_wise(pc.fill_null(part["pid"], ""),
-                                       pc.fill_null(part["tid"], ""), "\x1f")
+class _LinkState:
+    """The carried stack (with its names) and thread numbering across chunks."""
+
+    def __init__(self) -> None:
+        self.carry = link.Carry.empty()
+        self.carry_names = pa.array([], pa.string())
+        self.threads = _ThreadCodes()
+
+    def link(self, batch: pa.Table) -> _Links:
+        n = batch.num_rows
+        none = np.full(n, link.NONE, dtype=np.int64)
+        out = _Links(none, none.copy(), none.copy(), [], pa.nulls(n, pa.string()),
+                     pa.nulls(n, pa.string()))
+        rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
+        if len(rows) == 0:
+            return out
+        # linkable rows sort first: a chunk is all linkable but at the very end
+        part = batch if len(rows) == n else batch.take(pa.array(rows))
+        chunk = link.SortedEvents(
+            self.threads.codes(thread_keys(part)), _int64(part["ts_ns"]),
+            _int64(part["ts_ns"]) + _int64(part["dur_ns"]), _int64(part["event_id"]),
+            _bools(part["is_op"]),
+            _bools(part["is_layer"]))
+        names = _Names(np.concatenate([self.carry.ident, chunk.ident]), pa.concat_arrays(
+            [self.carry_names, part["name"].combine_chunks()]))
+        found, self.carry = link.link_sorted(chunk, self.carry)
+        self.carry_names = names.of(self.carry.ident)
+        out.parent[rows], out.op[rows], out.layer[rows] = found.parent, found.op, found.layer
+        out.overlaps = chunk.ident[found.overlap].tolist()
+        out.op_name, out.layer_name = names.of(out.op), names.of(out.layer)
+        return out
 
 
 class _Names:

@@ -36,9 +36,12 @@ class SourceTables:
 
 def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> SourceTables:
     rank = _rank(trace)
-    base = trace.events.combine_chunks()  # one chunk: filters below copy each column once
+    plain, begin_end = split_begin_end(trace.events.combine_chunks())
+    base = plain if begin_end is None else pa.concat_tables(
+        [plain, pair_begin_end(begin_end, trace.anomalies)]).sort_by("event_id")
+    base = base.combine_chunks()  # one chunk: filters below copy each column once
     is_host, is_gpu, kinds = _classify(base, trace.anomalies)
-    _flag_times(base, trace.anomalies)
+    _flag_times(plain, trace.anomalies)  # pairs were flagged when they were paired
     # take() with indices is ~3x faster than filter() with a mask on string columns
     host = base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host)))
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
@@ -109,6 +112,123 @@ def _flag_times(base: pa.Table, anomalies: list[Anomaly]) -> None:
                           "dur < 0; kept as written, excluded from links and busy time"))
 
 
+# ---- begin/end pairs: B ... E on one thread is the complete event X it describes ---------
+
+BEGIN_END = pa.array(["B", "E"], pa.string())
+_NOT_ARGS = frozenset(("event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid"))
+
+
+def split_begin_end(base: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """(the events that are not B or E, the B and E events or None when there are none)."""
+    mask = pc.fill_null(pc.is_in(base["ph"], value_set=BEGIN_END), False)
+    if not pc.any(mask).as_py():
+        return base, None
+    return base.filter(pc.invert(mask)), base.filter(mask)
+
+
+def thread_keys(events: pa.Table) -> Any:
+    """pid and tid as one comparable key (NULL read as '', as in the links)."""
+    return pc.binary_join_element_wise(pc.fill_null(events["pid"], ""),
+                                       pc.fill_null(events["tid"], ""), "\x1f")
+
+
+def pair_begin_end(events: pa.Table, anomalies: list[Anomaly]) -> pa.Table:
+    """All B and E events of a source (in event order) → one complete event per B."""
+    ids = np.asarray(events["event_id"].combine_chunks(), dtype=np.int64)
+    thread = np.asarray(pc.dictionary_encode(thread_keys(events)).combine_chunks().indices,
+                        dtype=np.int64)
+    is_begin = np.asarray(pc.equal(events["ph"], "B").to_numpy(zero_copy_only=False), bool)
+    order = np.lexsort((ids, thread))
+    pairs, still_open = link.match_begin_end(thread[order], ids[order], is_begin[order],
+                                             link.OpenBegins.empty())
+    anomalies += unmatched_ends(pairs.unmatched_end)
+    unclosed = link.never_closed(still_open)
+    begin = np.concatenate([pairs.begin, unclosed.begin])
+    end = np.concatenate([pairs.end, unclosed.end])
+    return paired_events(_rows_of(events, ids, begin), _rows_of(events, ids, end), anomalies)
+
+
+def _rows_of(events: pa.Table, ids: np.ndarray, wanted: np.ndarray) -> pa.Table:
+    """Rows of `events` (sorted by event id) by event id; a null row for NONE."""
+    at = np.searchsorted(ids, wanted)
+    return events.take(pa.array(at, pa.int64(), mask=wanted == link.NONE))
+
+
+def unmatched_ends(event_ids: list[int]) -> list[Anomaly]:
+    return [("unmatched_end", event_id, "end event (ph E) with no open begin event (ph B) on "
+             "its thread; nothing to close, not read") for event_id in event_ids]
+
+
+def paired_events(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> pa.Table:
+    """B rows and the E rows that close them (aligned; a null E row: never closed) as
+    complete events: the B's id, thread, start, name and category (the E's when the B has
+    none), dur = E.ts − B.ts, and the B's args merged with the E's (the E's win, as in
+    Chrome's trace viewer)."""
+    _flag_pairs(begin, end, anomalies)
+    columns: dict[str, Any] = {}
+    for column in begin.column_names:
+        if column in _NOT_ARGS:
+            columns[column] = begin[column]
+        else:
+            columns[column] = pc.coalesce(end[column], begin[column])
+    columns["ph"] = pa.array(["X"] * begin.num_rows, pa.string())
+    columns["category"] = pc.coalesce(begin["category"], end["category"])
+    columns["name"] = pc.coalesce(begin["name"], end["name"])
+    columns["dur_ns"] = _duration(begin, end, anomalies)
+    return pa.table(columns)
+
+
+def _duration(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> pa.Array:
+    """E.ts − B.ts, NULL when either is missing or the difference leaves int64 (flagged)."""
+    start, start_ok = _np(begin["ts_ns"])
+    stop, stop_ok = _np(end["ts_ns"])
+    with np.errstate(over="ignore"):
+        dur = stop - start  # wraps on overflow: detected by the sign test below
+    overflow = start_ok & stop_ok & ((stop < start) != (dur < 0))
+    ids = np.asarray(begin["event_id"].combine_chunks())
+    for event_id in ids[overflow].tolist():
+        anomalies.append(("bad_dur", event_id, "its end event's ts minus its ts does not fit "
+                          "int64 ns; dur stored as NULL"))
+    return pa.array(dur, pa.int64(), mask=~(start_ok & stop_ok) | overflow)
+
+
+def _flag_pairs(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> None:
+    """One anomaly per odd pair: never closed, untimed, ending before it begins; and
+    E events whose name or args contradict their B's."""
+    b_id = begin["event_id"].to_pylist()
+    e_id = end["event_id"].to_pylist()
+    b_ts, e_ts = begin["ts_ns"].to_pylist(), end["ts_ns"].to_pylist()
+    for b, e, start, stop in zip(b_id, e_id, b_ts, e_ts):
+        if e is None:
+            anomalies.append(("unclosed_begin", b, "begin event (ph B) that no end event "
+                              "(ph E) closes on its thread; kept with dur NULL"))
+        if start is None:
+            anomalies.append(("missing_ts", b, "begin event (ph B) without a numeric ts; ts "
+                              "and dur stored as NULL"))
+        elif e is not None and stop is None:
+            anomalies.append(("missing_dur", b, f"its end event {e} has no numeric ts; dur "
+                              "stored as NULL"))
+        elif stop is not None and stop < start:
+            anomalies.append(("end_before_begin", b, f"its end event {e} is earlier than its "
+                              "start; dur < 0 kept as written, excluded from links and busy "
+                              "time"))
+    _flag_contradictions(begin, end, anomalies)
+
+
+def _flag_contradictions(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> None:
+    differs: dict[int, list[str]] = {}
+    for column in ["name", *(c for c in begin.column_names if c not in _NOT_ARGS)]:
+        both = pc.and_(pc.is_valid(begin[column]), pc.is_valid(end[column]))
+        unequal = pc.and_(both, pc.not_equal(begin[column], end[column]))
+        for event_id in end["event_id"].filter(unequal).to_pylist():
+            differs.setdefault(event_id, []).append(column)
+    for event_id, columns in sorted(differs.items()):
+        what = "name" if columns == ["name"] else ", ".join(columns)
+        anomalies.append(("end_contradicts_begin", event_id, f"end event (ph E) whose {what} "
+                          "differs from its begin event's; the begin's name and the end's args "
+                          "are used, as in Chrome's trace viewer"))
+
+
 def _np(column: Any, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -150,9 +270,7 @@ def _steps(host: pa.Table, ts: np.ndarray, dur: np.ndarray,
 
 def _host_links(host: pa.Table, start: np.ndarray, end: np.ndarray,
                 timed: np.ndarray) -> link.HostLinks:
-    thread_key = pc.binary_join_element_wise(pc.fill_null(host["pid"], ""),
-                                             pc.fill_null(host["tid"], ""), "\x1f")
-    thread = np.asarray(pc.dictionary_encode(thread_key).combine_chunks().indices)
+    thread = np.asarray(pc.dictionary_encode(thread_keys(host)).combine_chunks().indices)
     cats = host["category"].to_pylist()
     names = host["name"].to_pylist()
     layer_spec = field_map()["layers"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,14 +30,17 @@ EVENTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("tiny")
-    write_trace(root / "runs" / "tiny" / "trace.json", EVENTS)
+def ingest_tiny(root: Path, events: list[dict[str, Any]]) -> Path:
+    write_trace(root / "runs" / "tiny" / "trace.json", events)
     (root / "runs" / "tiny" / "run.toml").write_text('batch_size = 10\nprecision = "fp32"\n')
     result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
     return root / "wh"
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ingest_tiny(tmp_path_factory.mktemp("tiny"), EVENTS)
 
 
 def test_gpu_utilization_by_hand(warehouse: Path) -> None:
@@ -94,3 +98,29 @@ def test_trace_without_steps_is_one_window(tmp_path: Path) -> None:
                        "FROM gpu_utilization")
     # the profiler's own Trace span is ignored: the window is [0, 10 µs)
     assert row == {"iteration": None, "window_ns": 10_000, "busy_ns": 2_000, "kernel_count": 1}
+
+
+def test_written_as_begin_end_pairs(warehouse: Path, tmp_path: Path) -> None:
+    """The same trace with its host events written as B/E pairs: the same views and links,
+    and the naive oracle (which pairs B/E itself) agrees."""
+    from tests.oracle.naive_kineto import gpu_utilization
+    from tests.test_begin_end import as_begin_end
+
+    written = as_begin_end(EVENTS)
+    assert {e["ph"] for e in written} == {"X", "B", "E"}
+    paired = ingest_tiny(tmp_path, written)
+    utilization = ("SELECT iteration, window_start_ns, window_ns, busy_ns, activity_busy_ns, "
+                   "kernel_count, kernel_time_ns, gpu_util FROM gpu_utilization "
+                   "ORDER BY iteration")
+    got = query_json(paired, utilization)
+    assert got == query_json(warehouse, utilization) and len(got) == 2
+    oracle = gpu_utilization(tmp_path / "runs" / "tiny" / "trace.json")
+    assert [{k: r[k] for k in got[0]} for r in oracle] == got
+    links = ("SELECT k.name, k.ts_ns, k.op_name, k.layer, k.iteration, h.name AS launch "
+             "FROM kernels k LEFT JOIN host_events h ON h.event_id = k.launch_event_id "
+             "ORDER BY k.ts_ns")
+    assert query_json(paired, links) == query_json(warehouse, links)
+    host = ("SELECT h.name, h.ts_ns, h.dur_ns, p.name AS parent, h.iteration FROM host_events "
+            "h LEFT JOIN host_events p ON p.event_id = h.parent_event_id ORDER BY h.ts_ns, "
+            "h.dur_ns DESC")
+    assert query_json(paired, host) == query_json(warehouse, host)

@@ -81,8 +81,10 @@ def _event_fields() -> list[tuple[str, Any, Any]]:
             ("args", args | None, None)]
 
 
-# Chrome-trace phases besides the kept ones (X, i, I): events of these are skipped unread
-_SKIPPED_PHASES = ("B", "E", "C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M",
+# Chrome-trace phases besides the kept ones (X, i, I, B, E): events of these (counters,
+# metadata, flows, async and object events, ...) carry no host or GPU time for this tool and
+# are skipped unread
+_SKIPPED_PHASES = ("C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M",
                    "R", "c", "(", ")", "S", "T", "F", "p", "v", "V")
 
 
@@ -109,7 +111,8 @@ class NotATrace(Exception):
 
 @dataclass
 class SourceColumns:
-    """Every complete/instant event of one trace as plain column lists (event order kept)."""
+    """Every kept event (complete, instant, begin, end) of one slice as plain column lists
+    (event order kept)."""
 
     event_id: list[int] = field(default_factory=list)
     ph: list[str | None] = field(default_factory=list)
@@ -126,7 +129,7 @@ class SourceColumns:
 @dataclass
 class KinetoTrace:
     path: Path
-    events: pa.Table          # kept events (complete and instant), see _batch()
+    events: pa.Table          # kept events (complete, instant, B and E unpaired), _batch()
     event_count: int          # all events of traceEvents, metadata and flows included
     device_properties: list[dict[str, Any]]
     distributed_info: dict[str, Any] | None
@@ -434,7 +437,7 @@ _FIELDS = ("cat", "name", "pid", "tid", "ts", "dur", "args")
 
 
 def _typed_columns(events: list[Any], first_id: int) -> SourceColumns:
-    """Columns of the kept events (complete and instant) of untagged structs."""
+    """Columns of the kept events (complete, instant, begin, end) of untagged structs."""
     ph = list(map(operator.attrgetter("ph"), events))
     kept = [i for i, p in enumerate(ph) if p in _KEPT_PHASES]
     return _struct_columns(_picked(events, kept), _picked(ph, kept),
@@ -479,7 +482,9 @@ def _id_texts(values: Sequence[Any]) -> Any:
         return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
-_KEPT_PHASES = frozenset(("X", "i", "I"))
+# complete, instant, and begin/end events (B/E rows are paired into complete events by
+# trace_tables.pair_begin_end, or out of core by the pipeline)
+_KEPT_PHASES = frozenset(("X", "i", "I", "B", "E"))
 
 
 def _arg_columns(args: list[Any]) -> dict[str, list[Any]]:

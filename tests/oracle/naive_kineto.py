@@ -47,12 +47,41 @@ def to_ns(us: Any) -> int:
 
 
 def x_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
-    """Complete ('X') events that carry both ts and dur; nothing else is used."""
+    """Complete ('X') events that carry both ts and dur, including those written as a
+    begin/end pair ('B' ... 'E'); nothing else is used."""
+    events = trace.get("traceEvents", [])
+    events = events if isinstance(events, list) else []
     return [
-        e for e in trace.get("traceEvents", [])
+        e for e in as_complete(events)
         if isinstance(e, dict) and e.get("ph") == "X"
         and e.get("ts") is not None and e.get("dur") is not None
     ]
+
+
+def as_complete(events: list[Any]) -> list[Any]:
+    """Each B that an E closes (an E closes the most recent open B of its pid/tid, in file
+    order) becomes the X it describes, in the B's place: dur = E.ts - B.ts, the B's name
+    and category (the E's if the B has none), the B's args updated with the E's."""
+    out = list(events)
+    stacks: dict[tuple[str, str], list[int]] = {}
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or e.get("ph") not in ("B", "E"):
+            continue
+        thread = tuple("" if e.get(k) is None else str(e.get(k)) for k in ("pid", "tid"))
+        stack = stacks.setdefault(thread, [])  # type: ignore[arg-type]
+        if e["ph"] == "B":
+            stack.append(i)
+        elif stack:
+            j = stack.pop()
+            b = events[j]
+            out[i] = None
+            if b.get("ts") is None or e.get("ts") is None:
+                continue
+            dur = Decimal(to_ns(e["ts"]) - to_ns(b["ts"])) / 1000  # exact: ns / 1000
+            out[j] = {
+                **b, "ph": "X", "dur": dur, "cat": b.get("cat", e.get("cat")),
+                "name": b.get("name", e.get("name")), "args": {**args(b), **args(e)}}
+    return out
 
 
 def span(e: dict[str, Any]) -> Interval:
