@@ -34,7 +34,7 @@ from etl.extract.kineto import SLICE_BYTES, Anomaly, TraceInfo, stream_trace
 from etl.kernel_join import join_kernels, release_memory
 from etl.slice_spill import SliceSummary, gc_paused, merge_span, spill_table, spill_text
 from etl.trace_tables import (Step, _anomaly_table, _devices_table, iterations_table,
-                              paired_events, thread_keys, unmatched_ends)
+                              BeginEndSweep, thread_keys)
 
 CHUNK_ROWS = 1 << 16          # host rows linked at once (~300 bytes each with their names)
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
@@ -259,17 +259,9 @@ def _files(spill: Path, kind: str) -> str:
 # B/E events by thread, then event order: the order in which an E closes the most recent
 # open B of its thread (the thread key as in the links: a NULL pid/tid reads as '')
 _SORTED_BEGIN_END = """
-SELECT event_id, coalesce(pid, '') || chr(31) || coalesce(tid, '') AS thread,
-       ph = 'B' AS is_begin
+SELECT *, coalesce(pid, '') || chr(31) || coalesce(tid, '') AS thread_key
 FROM read_parquet({files})
-ORDER BY thread, event_id
-"""
-# each B with the E that closes it (if any), as two struct columns
-_PAIRED_ROWS = """
-SELECT b, e
-FROM read_parquet({pairs}) AS p
-JOIN read_parquet({files}) AS b ON b.event_id = p.begin_id
-LEFT JOIN read_parquet({files}) AS e ON e.event_id = p.end_id
+ORDER BY thread_key, event_id
 """
 
 
@@ -277,57 +269,31 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
                     ) -> list[SliceSummary]:
     """Pass 1b: the B and E events spilled by the slices (be-*), paired out of core.
 
-    Their event ids are sorted by thread and event order and swept chunk by chunk with the
-    open B's carried (pairs.parquet); then DuckDB joins each B to its E, and the complete
-    events they make are classified and spilled like a slice's. Returns those slices'
-    summaries, the first holding the unmatched E's.
+    DuckDB sorts them by thread and event order; they are swept chunk by chunk with the
+    open B rows carried, and the complete events of the pairs are classified and spilled
+    like a slice's events. Returns the summaries of those spills.
     """
+    schema = pq.read_schema(next(spill.glob("be-*.parquet")))
+    sweep = BeginEndSweep(schema)
+    threads = _ThreadCodes()
+    summaries: list[SliceSummary] = []
     con = _duckdb(spill, options.threads)
     try:
-        unmatched = _match_pairs(con, spill, options.chunk_rows)
-        summaries = [SliceSummary(first_index, 0, anomalies=unmatched_ends(unmatched))]
-        reader = con.execute(_PAIRED_ROWS.format(pairs=_quote(spill / "pairs.parquet"),
-                                                 files=_files(spill, "be"))
+        reader = con.execute(_SORTED_BEGIN_END.format(files=_files(spill, "be"))
                              ).to_arrow_reader(options.chunk_rows)
-        schema = pq.read_schema(next(spill.glob("be-*.parquet")))
         for batch in _batches(reader):
             found: list[Anomaly] = []
-            paired = paired_events(_struct_rows(batch["b"], schema),
-                                   _struct_rows(batch["e"], schema), found)
+            paired = sweep.feed(batch.drop_columns(["thread_key"]).cast(schema),
+                                threads.codes(batch["thread_key"]), found)
             summaries.append(spill_table(paired, found, 0, spill,
                                          first_index + len(summaries), paired=True))
-        return summaries
     finally:
         con.close()
-
-
-def _match_pairs(con: Any, spill: Path, chunk_rows: int) -> list[int]:
-    """Write pairs.parquet (begin_id, end_id or NULL); returns the unmatched E's ids."""
-    reader = con.execute(_SORTED_BEGIN_END.format(files=_files(spill, "be"))
-                         ).to_arrow_reader(chunk_rows)
-    threads = _ThreadCodes()
-    still_open = link.OpenBegins.empty()
-    unmatched: list[int] = []
-    with _SpillWriter(spill / "pairs.parquet") as out:
-        for batch in _batches(reader):
-            pairs, still_open = link.match_begin_end(
-                threads.codes(batch["thread"]), _int64(batch["event_id"]),
-                _bools(batch["is_begin"]), still_open)
-            out.write(_pair_table(pairs))
-            unmatched += pairs.unmatched_end
-        out.write(_pair_table(link.never_closed(still_open)))
-    return unmatched
-
-
-def _pair_table(pairs: link.BeginEndPairs) -> pa.Table:
-    return pa.table({"begin_id": pa.array(pairs.begin, pa.int64()),
-                     "end_id": _opt(pairs.end)})
-
-
-def _struct_rows(column: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
-    """A struct column of rows (NULL: no row) as a table of the spilled B/E schema."""
-    struct = column.combine_chunks()
-    return pa.Table.from_arrays(struct.flatten(), names=schema.names).cast(schema)
+    found = []
+    paired = sweep.finish(found)
+    summaries.append(spill_table(paired, found, 0, spill, first_index + len(summaries),
+                                 paired=True))
+    return summaries
 
 
 # Only the columns needed downstream travel through the (out-of-core) sort: its payload

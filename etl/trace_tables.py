@@ -133,25 +133,51 @@ def thread_keys(events: pa.Table) -> Any:
 
 
 def pair_begin_end(events: pa.Table, anomalies: list[Anomaly]) -> pa.Table:
-    """All B and E events of a source (in event order) → one complete event per B."""
-    ids = np.asarray(events["event_id"].combine_chunks(), dtype=np.int64)
+    """All B and E events of a source → one complete event per B (the in-memory sweep)."""
     thread = np.asarray(pc.dictionary_encode(thread_keys(events)).combine_chunks().indices,
                         dtype=np.int64)
-    is_begin = np.asarray(pc.equal(events["ph"], "B").to_numpy(zero_copy_only=False), bool)
-    order = np.lexsort((ids, thread))
-    pairs, still_open = link.match_begin_end(thread[order], ids[order], is_begin[order],
-                                             link.OpenBegins.empty())
-    anomalies += unmatched_ends(pairs.unmatched_end)
-    unclosed = link.never_closed(still_open)
-    begin = np.concatenate([pairs.begin, unclosed.begin])
-    end = np.concatenate([pairs.end, unclosed.end])
-    return paired_events(_rows_of(events, ids, begin), _rows_of(events, ids, end), anomalies)
+    order = np.lexsort((np.asarray(events["event_id"].combine_chunks()), thread))
+    sweep = BeginEndSweep(events.schema)
+    paired = sweep.feed(events.take(pa.array(order)), thread[order], anomalies)
+    return pa.concat_tables([paired, sweep.finish(anomalies)])
 
 
-def _rows_of(events: pa.Table, ids: np.ndarray, wanted: np.ndarray) -> pa.Table:
-    """Rows of `events` (sorted by event id) by event id; a null row for NONE."""
-    at = np.searchsorted(ids, wanted)
-    return events.take(pa.array(at, pa.int64(), mask=wanted == link.NONE))
+class BeginEndSweep:
+    """Pairs B/E rows fed in chunks sorted by (thread, event id), carrying the open B rows
+    from chunk to chunk (the nesting depth of one thread, plus B's never closed)."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self.still_open = link.OpenBegins.empty()
+        self.open_rows = schema.empty_table()
+
+    def feed(self, chunk: pa.Table, thread: np.ndarray, anomalies: list[Anomaly]
+             ) -> pa.Table:
+        """The complete events of the pairs this chunk closes (and of the B's left open on
+        threads it ends)."""
+        rows = pa.concat_tables([self.open_rows, chunk])
+        is_begin = pc.equal(chunk["ph"], "B").to_numpy(zero_copy_only=False)
+        pairs, self.still_open = link.match_begin_end(
+            thread, np.asarray(chunk["event_id"].combine_chunks()), np.asarray(is_begin),
+            self.still_open)
+        anomalies += unmatched_ends(pairs.unmatched_end)
+        self.open_rows = rows_by_id(rows, np.array(self.still_open.ids, dtype=np.int64))
+        return paired_events(rows_by_id(rows, pairs.begin), rows_by_id(rows, pairs.end),
+                             anomalies)
+
+    def finish(self, anomalies: list[Anomaly]) -> pa.Table:
+        """The B's still open after the last chunk, never closed."""
+        unclosed = link.never_closed(self.still_open)
+        return paired_events(rows_by_id(self.open_rows, unclosed.begin),
+                             rows_by_id(self.open_rows, unclosed.end), anomalies)
+
+
+def rows_by_id(rows: pa.Table, wanted: np.ndarray) -> pa.Table:
+    """Rows by event id, in the order wanted; a null row for NONE."""
+    ids = np.asarray(rows["event_id"].combine_chunks(), dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    at = np.searchsorted(ids[order], wanted)
+    at = order[np.minimum(at, len(ids) - 1)] if len(ids) else np.zeros(len(wanted), np.int64)
+    return rows.take(pa.array(at, pa.int64(), mask=wanted == link.NONE))
 
 
 def unmatched_ends(event_ids: list[int]) -> list[Anomaly]:
