@@ -3,7 +3,8 @@
 This is the per-slice half of the streaming pipeline (trace_pipeline.py); it runs in the
 ingesting process or in a worker process, so it takes and returns only picklable values.
 Host rows get the flags the linker needs (computed in bulk here, not per event later);
-GPU rows get their kind. Everything that must be known about the whole source before
+GPU rows get their kind; B/E events are set aside unpaired (trace_pipeline pairs them
+once every slice is spilled). Everything that must be known about the whole source before
 linking (steps, the span of kept events, device ids, anomalies) is returned, not written.
 """
 from __future__ import annotations

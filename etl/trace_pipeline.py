@@ -1,8 +1,11 @@
 """One Kineto trace → rows of the run's tables, in bounded memory, whatever the file size.
 
-Three passes over a private spill folder:
+Three passes over a private spill folder (1b only for traces with B/E events):
 1. slices (~16 MiB of JSON) are decoded, classified and spilled to Parquet, one worker
    process per core for big files (slice_spill.py); only small per-slice summaries return;
+   B/E events (begin/end pairs, whose E may be slices away) are spilled unclassified, and
+   1b. sorted by thread and event order by DuckDB and paired chunk by chunk with the open
+   B's carried; the complete events they make are classified and spilled like a slice's;
 2. host events are sorted by (thread, start, longer first, event id) by DuckDB (out of core)
    and linked chunk by chunk with a carried stack (etl/link.py); the linked host rows are
    written as they come, with the launches and scope names kept aside in the spill folder;

@@ -3,7 +3,8 @@ in memory.
 
 This is the plain reading of a trace: the reference the streaming pipeline
 (trace_pipeline.py, what `etl ingest` runs) is tested against, and the home of the
-classification rules both share (_classify, _flag_times).
+classification rules both share (_classify, _flag_times, and the pairing of B/E events
+into complete events).
 """
 from __future__ import annotations
 
@@ -115,6 +116,8 @@ def _flag_times(base: pa.Table, anomalies: list[Anomaly]) -> None:
 # ---- begin/end pairs: B ... E on one thread is the complete event X it describes ---------
 
 BEGIN_END = pa.array(["B", "E"], pa.string())
+# the range timeconv accepts for a written ts or dur (beyond 2^62 ns a value is garbage)
+_DUR_LIMIT = 1 << 62
 _NOT_ARGS = frozenset(("event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid"))
 
 
@@ -205,17 +208,18 @@ def paired_events(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> p
 
 
 def _duration(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> pa.Array:
-    """E.ts − B.ts, NULL when either is missing or the difference leaves int64 (flagged)."""
+    """E.ts − B.ts, NULL when either is missing or the difference is beyond the range a
+    written dur may have (flagged as such a dur is)."""
     start, start_ok = _np(begin["ts_ns"])
     stop, stop_ok = _np(end["ts_ns"])
     with np.errstate(over="ignore"):
-        dur = stop - start  # wraps on overflow: detected by the sign test below
-    overflow = start_ok & stop_ok & ((stop < start) != (dur < 0))
+        dur = stop - start  # |ts| ≤ 2^62, so only ±2^63 wraps, and it is out of range
+    out_of_range = start_ok & stop_ok & ((dur > _DUR_LIMIT) | (dur < -_DUR_LIMIT))
     ids = np.asarray(begin["event_id"].combine_chunks())
-    for event_id in ids[overflow].tolist():
-        anomalies.append(("bad_dur", event_id, "its end event's ts minus its ts does not fit "
-                          "int64 ns; dur stored as NULL"))
-    return pa.array(dur, pa.int64(), mask=~(start_ok & stop_ok) | overflow)
+    for event_id in ids[out_of_range].tolist():
+        anomalies.append(("bad_dur", event_id, "its end event's ts minus its ts is out of "
+                          "range; dur stored as NULL"))
+    return pa.array(dur, pa.int64(), mask=~(start_ok & stop_ok) | out_of_range)
 
 
 def _flag_pairs(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> None:
@@ -234,7 +238,7 @@ def _flag_pairs(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> Non
         elif e is not None and stop is None:
             anomalies.append(("missing_dur", b, f"its end event {e} has no numeric ts; dur "
                               "stored as NULL"))
-        elif stop is not None and stop < start:
+        elif stop is not None and -_DUR_LIMIT <= stop - start < 0:  # else bad_dur
             anomalies.append(("end_before_begin", b, f"its end event {e} is earlier than its "
                               "start; dur < 0 kept as written, excluded from links and busy "
                               "time"))

@@ -266,3 +266,15 @@ def as_begin_end(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                   ((stop, 0, -start, -i), end(stop, pid=ev["pid"], tid=ev["tid"]))]
     return [e for e in events if e not in host] + [m for _, m in sorted(
         marks, key=lambda mark: mark[0])]
+
+
+def test_a_duration_out_of_range(tmp_path: Path) -> None:
+    """Each ts is in range (|ts| ≤ 2^62 ns), E.ts - B.ts is not (nor within int64): dur
+    NULL and bad_dur, nothing else."""
+    late, early = 1 << 62, -(1 << 62)
+    events = [begin("aten::a", late), end(early)]
+    got = tables(write_trace(tmp_path / "be.json", events))
+    assert [(a["kind"], a["event_id"]) for a in got.anomalies.to_pylist()] == [("bad_dur", 0)]
+    assert got.host_events.select(["ts_ns", "dur_ns"]).to_pylist() == [
+        {"ts_ns": late, "dur_ns": None}]
+
