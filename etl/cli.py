@@ -4,11 +4,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from etl.errors import EtlError, one_line
+
+if TYPE_CHECKING:
+    from etl.compact import CompactResult
+    from etl.warehouse import Warehouse
 
 DEFAULT_WAREHOUSE = "./warehouse"
 warehouse_option = click.option(
@@ -95,8 +99,47 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, sal
                    "not refreshed (new runs are visible anyway). Run `etl views` later.",
                    err=True)
     report.summary(results)
+    _compact_if_needed(warehouse)
     if any(r.status == "refused" for r in results):
         sys.exit(1)
+
+
+def _compact_if_needed(warehouse: Warehouse) -> None:
+    from etl.compact import compact, needs_compaction
+
+    if warehouse.exists() and needs_compaction(warehouse):
+        _report_compaction(compact(warehouse))
+
+
+def _report_compaction(result: CompactResult) -> None:
+    if result.busy:
+        click.echo("another compaction is running; nothing done")
+    elif not result.segments:
+        click.echo("nothing to compact")
+    else:
+        click.echo(f"compacted {result.runs} runs into {len(result.segments)} segment(s)")
+
+
+@main.command(name="compact")
+@warehouse_option
+def compact_command(warehouse_dir: Path) -> None:
+    """Rewrite runs into multi-run segments, so that queries open fewer files.
+
+    `etl ingest` does it by itself once many runs sit in folders of their own. Values are
+    copied, never recomputed; readers keep working meanwhile.
+
+    \b
+    Example:
+      etl compact --warehouse warehouse/
+    """
+    from etl.compact import compact
+    from etl.errors import WarehouseError
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    if not warehouse.exists():
+        raise WarehouseError(f"{warehouse.root}: no warehouse here")
+    _report_compaction(compact(warehouse))
 
 
 @main.command()

@@ -36,6 +36,7 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
         raise WarehouseError(f"{warehouse.root}: no warehouse here; run `etl ingest RUNS "
                              f"--warehouse {warehouse_dir}` first")
     ensure_views(warehouse)
+    warehouse.collect_garbage()
     try:
         con = duckdb.connect(str(warehouse.database), read_only=True)
         # each reference to a table in a query opens its files again: parse footers once
@@ -72,11 +73,16 @@ def _execute(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, sql: str
 def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
                  union_by_name: bool = True) -> list[Path]:
     """Pin every table of `con` to the current publishes as listed now; their folders."""
+    from etl.compact import SEGMENT_PREFIX
     from etl.schema import TABLES
     from etl.views import snapshot_view_sql
     from etl.warehouse import SCHEMA_DIR
 
-    folders = current_publishes(con, warehouse)
+    chosen = current_publishes(con, warehouse)
+    folders = sorted({folder for _, folder in chosen})
+    # a segment also holds rows of runs republished since: keep the chosen publishes only
+    keep = ([publish_id for publish_id, _ in chosen]
+            if any(f.name.startswith(SEGMENT_PREFIX) for f in folders) else None)
     schema = warehouse.data / SCHEMA_DIR
     for table in TABLES:
         # the zero-row schema file comes first: it keeps the view valid with no runs at
@@ -84,13 +90,14 @@ def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
         files = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
         # like the stored views' globs, a publish without this table's file has no rows in it
         con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
-                                      union_by_name))
+                                      union_by_name, keep))
     return folders
 
 
-def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
-    """The folder of each run's current publish: the highest publish_seq per run name
-    among those visible now (the rule of the stored `runs` view).
+def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse
+                      ) -> list[tuple[str, Path]]:
+    """(publish id, folder) of each run's current publish: the highest publish_seq per run
+    name among those visible now (the rule of the stored `runs` view).
 
     Reads two columns of every runs.parquet: a full read of `runs` here would cost seconds
     over 1 000 runs (DuckDB's cost is per file and column), and most queries project few
@@ -110,11 +117,11 @@ def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> l
         listed = ", ".join(_sql_string(glob_literal(f)) for f in files)
         try:
             rows = con.execute(
-                f"SELECT filename FROM read_parquet([{listed}], union_by_name = true, "
+                f"SELECT publish_id, filename FROM read_parquet([{listed}], union_by_name = true, "
                 f"filename = true) WHERE {VISIBLE_AT_QUERY_START} "
                 "QUALIFY row_number() OVER (PARTITION BY run_name "
                 "ORDER BY publish_seq DESC) = 1").fetchall()
         except duckdb.IOException:
             continue
-        return [Path(name).parent for (name,) in rows]
+        return [(publish_id, Path(name).parent) for publish_id, name in rows]
     raise WarehouseError(f"{warehouse.data}: publish folders keep disappearing; retry")

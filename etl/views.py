@@ -215,22 +215,26 @@ def table_view_sql(warehouse: Warehouse, table: str) -> str:
             f"ON t.publish_id = current_publish.publish_id")
 
 
-def snapshot_view_sql(table: str, files: list[str], union_by_name: bool) -> str:
+def snapshot_view_sql(table: str, files: list[str], union_by_name: bool,
+                      keep: list[str] | None = None) -> str:
     """A table as a TEMP view over an explicit list of files, for one connection.
 
     `etl query` lists the current publishes once and pins every table to their files, so
     all views of one query read the same publishes (see etl/query.py). The TEMP view shadows
     the stored one, and the stored views resolve their tables through the search path, temp
-    first, so they read the pinned files too. Each folder holds one publish's rows only, so
-    no join with `runs` is needed. Without union_by_name DuckDB reads one footer (the first
-    file's, the zero-row schema file) to bind instead of every file's, once per reference
-    to the table in a query; a file of another schema then fails the query, which
-    `etl query` retries with union_by_name.
+    first, so they read the pinned files too. A run's own folder holds that publish's rows
+    only; a segment (etl/compact.py) also holds runs republished since, so with segments
+    `keep` lists the publish ids to read. Without union_by_name DuckDB reads one footer (the
+    first file's, the zero-row schema file) to bind instead of every file's, once per
+    reference to the table in a query; a file of another schema then fails the query,
+    which `etl query` retries with union_by_name.
     """
     paths = ", ".join(_sql_string(glob_literal(f)) for f in files)
     columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
+    where = ("" if keep is None else
+             " WHERE publish_id IN (" + ", ".join(map(_sql_string, keep)) + ")")
     return (f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {columns} FROM "
-            f"read_parquet([{paths}], union_by_name = {str(union_by_name).lower()})")
+            f"read_parquet([{paths}], union_by_name = {str(union_by_name).lower()}){where}")
 
 
 def all_statements(warehouse: Warehouse) -> list[str]:

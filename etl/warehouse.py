@@ -4,6 +4,8 @@ Layout (everything under one root, default ./warehouse):
     data/<publish_id>.v<µs>/<table>.parquet  one folder per publish of a run, written once;
                                        visible to queries that start at or after <µs>
     data/<publish_id>.v<µs>/runs.parquet  the run's `runs` row, with its publish sequence
+    data/seg-<id>.v<µs>/                a segment: many runs' publishes in one folder
+                                       (etl/compact.py), a `runs` row for each
     data/_schema/<table>.parquet       zero-row files so every view works on an empty warehouse
     catalog/sequence                   the last publish sequence number
     staging/                           runs being written (renamed into data/ when complete)
@@ -115,10 +117,11 @@ class Warehouse:
         os.rename(staged, schema_dir)
 
     @contextmanager
-    def publish_lock(self) -> Iterator[None]:
+    def publish_lock(self, wait: bool = True) -> Iterator[None]:
+        """The writers' lock; BlockingIOError at once when `wait` is False and it is held."""
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / ".publish.lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
             try:
                 yield
             finally:
@@ -173,18 +176,15 @@ class Warehouse:
         run name, also when that publish is not visible to queries yet (its margin).
 
         One multi-threaded scan of every data/*/runs.parquet (only `columns`, plus the two
-        the choice needs); a folder garbage-collected during the scan makes it start over.
+        the choice needs), with a `folder` column: the name of the folder holding the
+        publish (a run's own, or a segment of many runs, etl/compact.py). A folder
+        garbage-collected during the scan makes it start over.
         """
         import pyarrow as pa
-        import pyarrow.dataset as ds
 
-        schema = table_schema("runs").arrow()
-        wanted = None if columns is None else sorted(set(columns) | {"run_name", "publish_seq"})
         for _ in range(5):
-            files = [str(d / "runs.parquet") for d in self._publish_dirs()]
             try:
-                table = ds.dataset(files, schema=schema, format="parquet").to_table(
-                    columns=wanted)
+                table = self._scan_runs(columns)
                 break
             except (FileNotFoundError, OSError):
                 continue
@@ -196,6 +196,24 @@ class Warehouse:
         names = table["run_name"].to_pylist()
         keep = [i for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
         return table.take(pa.array(keep, pa.int64()))
+
+    def _scan_runs(self, columns: list[str] | None) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        schema = table_schema("runs").arrow()
+        wanted = None if columns is None else sorted(set(columns) | {"run_name", "publish_seq"})
+        files = [str(d / "runs.parquet") for d in self._publish_dirs()]
+        scanner = ds.dataset(files, schema=schema, format="parquet").scanner(columns=wanted)
+        batches, folders = [], []
+        for tagged in scanner.scan_batches():
+            batches.append(tagged.record_batch)
+            folders.append(pa.repeat(pa.scalar(Path(tagged.fragment.path).parent.name),
+                                     tagged.record_batch.num_rows))
+        out_schema = scanner.projected_schema
+        table = pa.Table.from_batches(batches, out_schema)
+        folder = pa.concat_arrays(folders) if folders else pa.array([], pa.string())
+        return table.append_column("folder", folder)
 
     def _publish_dirs(self) -> list[Path]:
         if not self.data.is_dir():
@@ -216,26 +234,42 @@ class Warehouse:
 
         The run is visible to queries that start at `visible_from_us` or later.
         """
+        stem = runs_row["publish_id"][0].as_py()
+        published = self._commit(staged, runs_row, stem, expected=None)
+        assert published is not None
+        return published
+
+    def publish_segment(self, staged: Path, runs_rows: pa.Table, stem: str,
+                        expected: dict[str, str]) -> Publication | None:
+        """Make a staged segment of many runs visible (etl/compact.py), for the runs whose
+        current publish is still the one it was made from (`expected`: run name → publish
+        id); a run republished meanwhile keeps its new publish. None if no run is left."""
+        return self._commit(staged, runs_rows, stem, expected)
+
+    def _commit(self, staged: Path, rows: pa.Table, stem: str,
+                expected: dict[str, str] | None) -> Publication | None:
         import pyarrow as pa
 
-        publish_id = runs_row["publish_id"][0].as_py()
-        name = runs_row["run_name"][0].as_py()
         with self.publish_lock():
             previous = self.read_runs(["publish_id"])
-            seq = self._next_sequence()
-            row = runs_row.set_column(runs_row.schema.get_field_index("publish_seq"),
-                                      "publish_seq", pa.array([seq], pa.int64()))
-            _write_parquet(conform("runs", row), staged / "runs.parquet")
+            if expected is not None:
+                rows = _still_current(rows, previous, expected)
+                if rows.num_rows == 0:
+                    shutil.rmtree(staged, ignore_errors=True)
+                    return None
+            names = set(rows["run_name"].to_pylist())
+            seq = pa.repeat(pa.scalar(self._next_sequence(), pa.int64()), rows.num_rows)
+            rows = rows.set_column(rows.schema.get_field_index("publish_seq"), "publish_seq", seq)
+            _write_parquet(conform("runs", rows), staged / "runs.parquet")
             _fsync_dir(staged)
             visible_from = _now_us() + int(PUBLISH_MARGIN_SECONDS * 1e6)
-            os.rename(staged, self.data / f"{publish_id}{VISIBLE_SUFFIX}{visible_from}")
+            folder = self.data / f"{stem}{VISIBLE_SUFFIX}{visible_from}"
+            os.rename(staged, folder)
             late = _now_us() >= visible_from
             _fsync_dir(self.data)
-            self._supersede(previous, name)
-            others = [p for n, p in zip(previous["run_name"].to_pylist(),
-                                        previous["publish_id"].to_pylist()) if n != name]
-            self._collect_garbage({publish_id, *others})
-        return Publication(publish_id, visible_from, late)
+            self._supersede(previous, names)
+            self._collect_garbage({folder.name, *live_folders(previous, names)})
+        return Publication(folder.name, visible_from, late)
 
     def _next_sequence(self) -> int:
         current = int(self.sequence.read_text()) if self.sequence.exists() else 0
@@ -244,12 +278,12 @@ class Warehouse:
         os.replace(tmp, self.sequence)
         return current + 1
 
-    def _supersede(self, previous: pa.Table, name: str) -> None:
-        """Start the grace period of the folder the new publish replaces."""
-        for row in previous.to_pylist():
-            folder = self.publish_folder(row["publish_id"])
-            if row["run_name"] == name and folder is not None:
-                os.utime(folder)
+    def _supersede(self, previous: pa.Table, names: set[str]) -> None:
+        """Start the grace period of the folders whose publishes of `names` are replaced
+        (a segment stays live while another of its runs is current: see _collect_garbage)."""
+        for row in previous.select(["run_name", "folder"]).to_pylist():
+            if row["run_name"] in names and (self.data / row["folder"]).is_dir():
+                os.utime(self.data / row["folder"])
 
     def publish_folder(self, publish_id: str) -> Path | None:
         """The folder holding a publish, with or without its visible-from suffix."""
@@ -259,16 +293,26 @@ class Warehouse:
         found = [self.data / publish_id, *map(Path, glob.glob(pattern))]
         return next((p for p in found if p.is_dir()), None)
 
+    def collect_garbage(self) -> None:
+        """What a publish collects, also between publishes (superseded folders would else
+        stay listed, and slow every query, until the next ingest); skipped when a writer
+        holds the lock or the warehouse is read-only for us."""
+        try:
+            with self.publish_lock(wait=False):
+                self._collect_garbage(live_folders(self.read_runs(["publish_id"]), set()))
+        except OSError:  # BlockingIOError, PermissionError, a read-only file system
+            return
+
     def _collect_garbage(self, live: set[str]) -> None:
-        """Delete folders that are not current, were superseded over the grace ago, and no
-        running reader may read (one that started before the superseding publish became
-        visible)."""
+        """Delete folders that hold no current publish (`live`: folder names), were
+        superseded over the grace ago, and no running reader may read (one that started
+        before the superseding publish became visible)."""
         now = time.time()
         leases = self.live_lease_starts()
         for folder in self._publish_dirs():
             superseded = folder.stat().st_mtime
             needed = any(start <= superseded + PUBLISH_MARGIN_SECONDS + 1 for start in leases)
-            if (publish_id_of(folder) not in live and not needed
+            if (folder.name not in live and not needed
                     and now - superseded > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
         for folder in self.staging.iterdir():
@@ -279,12 +323,28 @@ class Warehouse:
 
 @dataclass(frozen=True)
 class Publication:
-    publish_id: str
+    folder: str           # its folder's name in data/
     visible_from_us: int  # µs since the epoch: queries starting then or later see it
     late: bool            # the rename ended after that time (see publish)
 
     def wait_until_visible(self) -> None:
         time.sleep(max(0.0, self.visible_from_us / 1e6 - time.time()))
+
+
+def _still_current(rows: pa.Table, current: pa.Table, expected: dict[str, str]) -> pa.Table:
+    """The rows of `rows` whose run's current publish is the expected one."""
+    import pyarrow as pa
+
+    now = dict(zip(current["run_name"].to_pylist(), current["publish_id"].to_pylist()))
+    keep = [i for i, name in enumerate(rows["run_name"].to_pylist())
+            if name in expected and now.get(name) == expected[name]]
+    return rows.take(pa.array(keep, pa.int64()))
+
+
+def live_folders(current: pa.Table, replaced: set[str]) -> set[str]:
+    """Folders of the current publishes (a read_runs table) of runs not being replaced."""
+    return {row["folder"] for row in current.select(["run_name", "folder"]).to_pylist()
+            if row["run_name"] not in replaced}
 
 
 def publish_id_of(folder: Path) -> str:
