@@ -159,6 +159,15 @@ def query(sql: str, warehouse_dir: Path, fmt: str) -> None:
 
     columns, rows = run_query(warehouse_dir, sql)
     report.print_rows(columns, rows, fmt)
+    _collect_garbage(warehouse_dir)
+
+
+def _collect_garbage(warehouse_dir: Path) -> None:
+    """Housekeeping after the answer: superseded folders past their grace would else stay
+    listed, and slow every query, until the next ingest."""
+    from etl.warehouse import Warehouse
+
+    Warehouse.at(warehouse_dir).collect_garbage()
 
 
 @main.command()

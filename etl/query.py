@@ -36,7 +36,6 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
         raise WarehouseError(f"{warehouse.root}: no warehouse here; run `etl ingest RUNS "
                              f"--warehouse {warehouse_dir}` first")
     ensure_views(warehouse)
-    warehouse.collect_garbage()
     try:
         con = duckdb.connect(str(warehouse.database), read_only=True)
         # each reference to a table in a query opens its files again: parse footers once

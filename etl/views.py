@@ -262,8 +262,20 @@ NO_WAL: dict[str, str | bool | int | float | list[str]] = {
     "checkpoint_threshold": "0b", "auto_checkpoint_skip_wal_threshold": 0}
 
 
-def fingerprint(statements: list[str]) -> str:
-    return hashlib.sha256("\n;\n".join(statements).encode()).hexdigest()
+def inputs_fingerprint(warehouse: Warehouse) -> str:
+    """A hash of everything the statements are made from (the view files, the table
+    schemas, this module, the warehouse path): checked at every query, so it must cost
+    far less than rendering and parsing every view."""
+    from etl import schema
+    from etl.schema import SCHEMA_DIR
+
+    digest = hashlib.sha256(str(warehouse.root).encode())
+    sources = [*sorted(SQL_DIR.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
+               Path(__file__), Path(schema.__file__)]
+    for path in sources:
+        digest.update(b"\0" + str(path.relative_to(SQL_DIR.parent.parent)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def ensure_views(warehouse: Warehouse) -> bool:
@@ -271,11 +283,11 @@ def ensure_views(warehouse: Warehouse) -> bool:
     import duckdb
 
     check_root(warehouse)
-    statements = all_statements(warehouse)
     stamp = warehouse.root / "views.sha256"
-    wanted = fingerprint(statements)
+    wanted = inputs_fingerprint(warehouse)
     if warehouse.database.exists() and stamp.exists() and stamp.read_text("utf-8") == wanted:
         return True
+    statements = all_statements(warehouse)
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
     except duckdb.IOException:

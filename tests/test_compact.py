@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 
+from click.testing import CliRunner
+
 from etl import compact as compact_module
 from etl import warehouse as warehouse_module
+from etl.cli import main
 from etl.compact import SEGMENT_PREFIX, compact
 from etl.ingest import ingest_all
 from etl.query import run_query
@@ -151,10 +154,13 @@ def test_sparse_segments_are_rewritten_and_collected(runs: Path, tmp_path: Path,
     result = compact(wh)
     assert result.runs == RUNS and len(result.segments) == 1
     # no live run is left in the first segment; the compaction's own reader lease kept it
-    # until it ended, and the next query collects it (the grace is over), as would the
-    # next publish
+    # until it ended, and `etl query` collects it after its answer (the grace is over),
+    # as would the next publish
     assert first.folder in folders(wh.root)
     assert contents(wh.root) == before
+    assert first.folder in folders(wh.root)
+    answer = CliRunner().invoke(main, ["query", "SELECT 1", "--warehouse", str(wh.root)])
+    assert answer.exit_code == 0, answer.output
     assert folders(wh.root) == sorted(p.folder for p in result.segments)
 
 
