@@ -285,14 +285,6 @@ class Warehouse:
             if row["run_name"] in names and (self.data / row["folder"]).is_dir():
                 os.utime(self.data / row["folder"])
 
-    def publish_folder(self, publish_id: str) -> Path | None:
-        """The folder holding a publish, with or without its visible-from suffix."""
-        import glob
-
-        pattern = glob.escape(str(self.data / publish_id)) + VISIBLE_SUFFIX + "*"
-        found = [self.data / publish_id, *map(Path, glob.glob(pattern))]
-        return next((p for p in found if p.is_dir()), None)
-
     def collect_garbage(self) -> None:
         """What a publish collects, also between publishes (superseded folders would else
         stay listed, and slow every query, until the next ingest); skipped when a writer
@@ -345,12 +337,6 @@ def live_folders(current: pa.Table, replaced: set[str]) -> set[str]:
     """Folders of the current publishes (a read_runs table) of runs not being replaced."""
     return {row["folder"] for row in current.select(["run_name", "folder"]).to_pylist()
             if row["run_name"] not in replaced}
-
-
-def publish_id_of(folder: Path) -> str:
-    """A publish folder's publish id (its name without the visible-from suffix)."""
-    head, sep, tail = folder.name.rpartition(VISIBLE_SUFFIX)
-    return head if sep and tail.isdigit() else folder.name
 
 
 def _now_us() -> int:

@@ -117,3 +117,14 @@ def copy_corpus_run(src: Path, dest_root: Path, name: str | None = None) -> Path
 
 
 __all__ = ["shutil"]
+
+
+def publish_folder(warehouse: Path, publish_id: str) -> Path | None:
+    """The folder of a run's own publish (data/<publish_id>.v<µs>/), current or superseded."""
+    found = [p for p in (warehouse / "data").glob(f"{publish_id}.v*") if p.is_dir()]
+    return found[0] if found else None
+
+
+def publish_id_of(folder: Path) -> str:
+    """A run's own publish folder's publish id: its name without the visible-from suffix."""
+    return folder.name.rpartition(".v")[0] or folder.name

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from etl.schema import TABLES as ALL_TABLES
-from tests.conftest import ETL, ROOT, cli, kernel, launch, step, write_trace
+from tests.conftest import ETL, ROOT, cli, kernel, launch, publish_folder, step, write_trace
 
 TABLES = tuple(t for t in ALL_TABLES if t != "runs")  # every table of a run
 
@@ -434,13 +434,11 @@ def test_etl_query_reads_a_publish_of_an_older_schema(runs: Path,
     (one footer instead of all) and falls back to it when a file lacks a column."""
     import pyarrow.parquet as pq
 
-    from etl.warehouse import Warehouse
-
     wh = tmp_path / "wh"
     for name in ("r0", "r1"):
         assert cli("ingest", str(runs / name), "--warehouse", str(wh)).returncode == 0
     [(old,)] = query_rows(wh, "SELECT publish_id FROM runs WHERE run_name = 'r1'")
-    folder = Warehouse.at(wh).publish_folder(old)
+    folder = publish_folder(wh, old)
     assert folder is not None
     path = folder / "kernels.parquet"
     pq.write_table(pq.read_table(path).drop_columns(["layer"]), path)  # as if older
