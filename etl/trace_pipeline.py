@@ -520,9 +520,6 @@ def _with_context(table: pa.Table, source: _Source) -> pa.Table:
 
 
 def _repeated(value: int | None, n: int) -> pa.Array:
-    """An int32 column of one value, built in numpy (a Python list of n items is not free
-    at 64k rows per chunk); a value out of int32 fails as Arrow's conversion does."""
-    if value is None:
-        return pa.nulls(n, pa.int32())
-    pa.array([value], pa.int32())
-    return pa.array(np.full(n, value, dtype=np.int32))
+    """An int32 column of one value (NULL for None) without a Python list of n items; a
+    value out of int32 fails in the scalar's conversion."""
+    return pa.repeat(pa.scalar(value, pa.int32()), n)
