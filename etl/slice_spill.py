@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.extract.kineto import Anomaly, decode_slice, field_map
+from etl.extract.rawio import read_slice
 from etl.trace_tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
                               split_begin_end)
 
@@ -41,9 +42,17 @@ class SliceSummary:
     begin_end_rows: int = 0               # B and E events spilled unpaired (be-<index>)
 
 
-def spill_text(path: Path, text: bytes, first_id: int, offset: int, folder: Path,
-               index: int) -> SliceSummary:
-    """Decode one validated slice and spill it (the worker entry point)."""
+def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
+                folder: Path, index: int) -> SliceSummary:
+    """Read one validated slice of a plain file and spill it (the worker entry point for
+    plain files: the ingesting process sends where the slice is, not its 16 MiB)."""
+    return spill_text(path, read_slice(path, offset, length, checksum), first_id, offset,
+                      folder, index)
+
+
+def spill_text(path: Path, text: bytes | bytearray, first_id: int, offset: int,
+               folder: Path, index: int) -> SliceSummary:
+    """Decode one validated slice and spill it (the worker entry point for gzip files)."""
     with gc_paused():
         decoded = decode_slice(path, text, first_id, offset)
     return spill_table(decoded.table, decoded.anomalies, decoded.with_phase, folder, index)

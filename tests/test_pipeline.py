@@ -60,6 +60,37 @@ def test_worker_processes_give_the_same_tables(tmp_path: Path) -> None:
                              workers=2)
 
 
+def test_workers_reading_a_plain_file_give_the_same_tables(tmp_path: Path) -> None:
+    """Workers read the slices of a plain (not gzip) file themselves, by offset."""
+    import gzip
+
+    source = corpus_path("hta/trace_diff/control/control.json.gz")
+    path = tmp_path / "control.json"
+    path.write_bytes(gzip.decompress(source.read_bytes()))
+    assert_same_as_in_memory(path, tmp_path / "spill", slice_bytes=1 << 20, chunk_rows=5000,
+                             workers=2)
+
+
+@pytest.mark.parametrize("change", ["byte", "shorter"])
+def test_a_slice_changed_after_validation_is_refused(tmp_path: Path, change: str) -> None:
+    """A worker re-reads its slice from the file: bytes other than the validated ones
+    (the profiler still writing, a copy over the file) refuse the trace."""
+    from etl.errors import InputError
+    from etl.extract.rawio import read_slice, slice_checksum
+
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts": 2}]}')
+    offset = path.read_bytes().index(b"{", 1)
+    validated = b'[{"ph": "X", "ts": 1}, {"ph": "X", "ts": 2}]'
+    checksum = slice_checksum(validated)
+    assert read_slice(path, offset, len(validated), checksum) == validated
+    text = path.read_bytes()
+    path.write_bytes(text.replace(b'"ts": 2', b'"ts": 3') if change == "byte"
+                     else text[:offset + 10])
+    with pytest.raises(InputError, match="changed while it was being ingested"):
+        read_slice(path, offset, len(validated), checksum)
+
+
 def _odd_events() -> list[dict[str, Any]]:
     """Deep nests across chunk borders, a partial overlap, a duplicate launch, an orphan
     kernel, instant and untimed events, two threads and a second process."""

@@ -166,8 +166,10 @@ def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
 class SliceSink(Protocol):
     """Where stream_trace hands its slices, in document order."""
 
-    def text(self, text: bytes, first_id: int, offset: int) -> None:
-        """A validated slice `[...]` to decode (here or in a worker)."""
+    def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
+        """A validated slice `[...]` to decode (here or in a worker): a view of the
+        slicer's buffer, valid only during the call. Its bytes between the brackets are
+        the document's from `offset` on."""
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
         """Events already decoded (the whole-document fallback)."""
@@ -185,8 +187,8 @@ class CollectingSink:
     anomalies: list[Anomaly] = field(default_factory=list)
     phased: int = 0
 
-    def text(self, text: bytes, first_id: int, offset: int) -> None:
-        decoded = decode_slice(self.path, text, first_id, offset)
+    def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
+        decoded = decode_slice(self.path, bytes(text), first_id, offset)
         self.batch(decoded.table, decoded.anomalies, decoded.with_phase)
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
@@ -266,7 +268,7 @@ class _Counter:
         # replaces and flags such bytes, keys included)
         items = len(_guarded(self.path, offset, _raw_items().decode, text))
         try:
-            self.sink.text(bytes(text), self.count, offset)
+            self.sink.text(text, self.count, offset)
         except msgspec.DecodeError as exc:  # from decoding, not from this cut
             raise _slice_error(self.path, offset, exc) from None
         self.count += items
