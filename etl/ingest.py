@@ -8,8 +8,10 @@ staging folder removed; the other runs of the command still land.
 from __future__ import annotations
 
 import shutil
-import uuid
+import threading
 import time
+import uuid
+from concurrent.futures import Future
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -104,25 +106,71 @@ def _display_path(folder: Path, path: str) -> str:
 def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     run = scan(folder)
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
-    inputs = _hash_inputs(run)
-    run_id = run_id_for(run.name, list(inputs.items()))
-    if _unchanged(warehouse, run.name, run_id):
-        return Prepared(RunResult(run.name, "unchanged", run_id))
-    publish_id = f"{run_id}-{uuid.uuid4().hex[:12]}"
-    staged = warehouse.new_stage(publish_id)
+    key = _run_key(run, warehouse)
+    if key.ready() and _unchanged(warehouse, run.name, key.run_id):
+        return Prepared(RunResult(run.name, "unchanged", key.run_id))
+    staged = warehouse.new_stage(key.suffix)
     try:
-        return _stage_run(run, dims, toml_text, inputs, staged, run_id, publish_id, options)
+        return _stage_run(run, dims, toml_text, key, staged, options)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)  # private: never published
         raise
 
 
-def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None,
-               inputs: dict[str, str], staged: Path, run_id: str, publish_id: str,
-               options: Options) -> Prepared:
-    writers = {t: TableWriter(staged, t, {"run_id": run_id, "publish_id": publish_id})
-               for t in RUN_TABLES}
-    sources, small = _extract_sources(run, dims, inputs, staged, writers, options)
+class RunKey:
+    """A run's input hashes and the ids made from them (run_id: content hash; publish_id:
+    run_id plus a random suffix).
+
+    Hashing a 1 GB trace takes about a second. When the warehouse holds no run of this name
+    (at this extractor version) the run cannot be unchanged, so the hashes are computed in
+    a thread while the traces are read; the ids are first needed for the first rows
+    written, after a trace's first pass.
+    """
+
+    def __init__(self, name: str, hashes: Future[dict[str, str]]) -> None:
+        self.name, self._hashes = name, hashes
+        self.suffix = uuid.uuid4().hex[:12]
+
+    def ready(self) -> bool:
+        return self._hashes.done()
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        """sha256 by relative path (waits for the hashing; re-raises its error)."""
+        return self._hashes.result()
+
+    @property
+    def run_id(self) -> str:
+        return run_id_for(self.name, list(self.inputs.items()))
+
+    @property
+    def publish_id(self) -> str:
+        return f"{self.run_id}-{self.suffix}"
+
+    def constants(self) -> dict[str, str]:
+        return {"run_id": self.run_id, "publish_id": self.publish_id}
+
+
+def _run_key(run: RunFolder, warehouse: Warehouse) -> RunKey:
+    hashes: Future[dict[str, str]] = Future()
+    if _name_is_current(warehouse, run.name):  # may be unchanged: the check needs the hashes
+        hashes.set_result(_hash_inputs(run))
+    else:
+        threading.Thread(target=_hash_into, args=(run, hashes), daemon=True).start()
+    return RunKey(run.name, hashes)
+
+
+def _hash_into(run: RunFolder, hashes: Future[dict[str, str]]) -> None:
+    try:
+        hashes.set_result(_hash_inputs(run))
+    except BaseException as exc:  # reaches the ingest at its first use of the ids
+        hashes.set_exception(exc)
+
+
+def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key: RunKey,
+               staged: Path, options: Options) -> Prepared:
+    writers = {t: TableWriter(staged, t, key.constants) for t in RUN_TABLES}
+    sources, small = _extract_sources(run, dims, key, staged, writers, options)
     ncu = extract_ncu(run, small.get("devices"), dims)
     if not sources and not ncu.sources:
         raise RunError(f"{run.name}: no profiler output in the run folder "
@@ -140,14 +188,22 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None,
         if name not in STREAMED_TABLES:
             writers[name].close()  # a table nothing wrote to is a zero-row file
     counts = {t: w.rows for t, w in writers.items()}
-    row = _runs_row(run, run_id, dims, toml_text, sources, counts, ncu.sources, publish_id)
-    return Prepared(_result(run, run_id, sources, counts), staged, row)
+    row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, ncu.sources,
+                    key.publish_id)
+    return Prepared(_result(run, key.run_id, sources, counts), staged, row)
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
     """sha256 of every input file by relative path (read once; reused for `runs.sources`)."""
     files = list(run.traces) + list(run.ncu) + ([run.run_toml] if run.run_toml else [])
     return {relative(run, f): sha256_file(f) for f in files}
+
+
+def _name_is_current(warehouse: Warehouse, name: str) -> bool:
+    """A run of this name was ingested by this extractor version (so it may be unchanged)."""
+    runs = warehouse.read_runs(["extractor_version"]).to_pylist()
+    return any(r["run_name"] == name and r["extractor_version"] == extractor_version()
+               for r in runs)
 
 
 def _unchanged(warehouse: Warehouse, name: str, run_id: str) -> bool:
@@ -172,7 +228,7 @@ STREAMED_TABLES = ("host_events", "kernels", "anomalies")
 SMALL_TRACE_TABLES = ("devices", "iterations")
 
 
-def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str],
+def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
                      staged: Path, writers: dict[str, TableWriter], options: Options
                      ) -> tuple[list[Source], dict[str, Any]]:
     """Stream every trace of the run into the writers; small tables are returned."""
@@ -194,7 +250,7 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], hashes: dict[str, str
             run.skipped.append((rel, str(exc)))
             continue
         sources.append(Source(source_id, path, rel, done.rank, done.info.event_count,
-                              done.gpu_names, hashes[rel], done.info.truncated))
+                              done.gpu_names, key.inputs[rel], done.info.truncated))
         parts["devices"].append(done.devices)
         parts["iterations"].append(done.iterations)
     return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}

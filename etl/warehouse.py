@@ -39,7 +39,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -362,13 +362,16 @@ class TableWriter:
     """One table of a staged run, written as batches arrive, in row groups of
     STREAM_ROW_GROUP_ROWS rows (memory holds at most one group).
 
-    `constants` (run_id, publish_id) are added to every batch.
+    `constants` (run_id, publish_id) are added to every batch: a dict, or a function
+    called once, at the first batch (ingest computes the ids while the first pass runs).
     """
 
-    def __init__(self, folder: Path, table: str, constants: dict[str, str]) -> None:
+    def __init__(self, folder: Path, table: str,
+                 constants: dict[str, str] | Callable[[], dict[str, str]]) -> None:
         import pyarrow.parquet as pq
 
-        self.table, self.constants, self.rows = table, constants, 0
+        self.table, self.rows = table, 0
+        self._constants = constants
         self.path = folder / f"{table}.parquet"
         self._buffer: list[pa.Table] = []
         self._buffered = 0
@@ -380,7 +383,9 @@ class TableWriter:
         import pyarrow as pa
 
         n = data.num_rows
-        for name, value in reversed(self.constants.items()):
+        if callable(self._constants):
+            self._constants = self._constants()
+        for name, value in reversed(self._constants.items()):
             data = data.add_column(0, name, pa.repeat(pa.scalar(value, pa.string()), n))
         self._buffer.append(conform(self.table, data))
         self._buffered += n

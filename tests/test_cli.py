@@ -184,6 +184,27 @@ def test_json_output_is_an_array_of_objects(tmp_path: Path, runs_dir: Path) -> N
     assert row["sources"][0]["bytes"] == len(data)
 
 
+def test_run_ids_are_the_content_hash_on_first_ingest_and_again(tmp_path: Path,
+                                                                 runs_dir: Path) -> None:
+    """A run new to the warehouse is hashed while its traces are read; the rows still
+    carry the content hash of its files, as on a re-ingest (hashed before anything)."""
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    (runs_dir / "a" / "run.toml").write_text('gpu = "A100"\n')
+    files = sorted((p.name, hashlib.sha256(p.read_bytes()).hexdigest())
+                   for p in (runs_dir / "a").iterdir())
+    digest = hashlib.sha256(b"a")
+    for rel, sha in files:
+        digest.update(b"\0" + rel.encode() + b"\0" + sha.encode())
+    expected = digest.hexdigest()[:16]
+    warehouse = tmp_path / "wh"
+    for status in ("ingested", "unchanged"):
+        out = cli("ingest", str(runs_dir), "--warehouse", str(warehouse))
+        assert out.returncode == 0 and status in out.stdout, out.stdout
+        ids = query_json(warehouse, "SELECT DISTINCT h.run_id, h.publish_id = r.publish_id "
+                         "AS same_publish FROM host_events h JOIN runs r USING (run_id)")
+        assert ids == [{"run_id": expected, "same_publish": True}]
+
+
 def test_concatenated_gzip_members_are_all_read(tmp_path: Path, runs_dir: Path) -> None:
     text = (runs_dir.parent / "t.json")
     write_trace(text, tiny_events())

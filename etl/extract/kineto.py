@@ -287,6 +287,10 @@ def _truncated(path: Path, offset: int) -> InputError:
                       "ingest with --salvage to keep the complete events")
 
 
+# a slice's bytes: bytes, or the bytearray a worker read the slice into
+SliceText = bytes | bytearray
+
+
 @dataclass
 class DecodedSlice:
     table: pa.Table
@@ -294,7 +298,7 @@ class DecodedSlice:
     with_phase: int
 
 
-def decode_slice(path: Path, text: bytes, first_id: int, offset: int) -> DecodedSlice:
+def decode_slice(path: Path, text: SliceText, first_id: int, offset: int) -> DecodedSlice:
     """One validated slice → Arrow (typed decoding; lenient, event by event, if a field has
     an unexpected type). Bytes that are not UTF-8 are replaced and flagged first."""
     anomalies: list[Anomaly] = []
@@ -310,7 +314,8 @@ def decode_slice(path: Path, text: bytes, first_id: int, offset: int) -> Decoded
     return DecodedSlice(_batch(cols, anomalies), anomalies, cols.with_phase)
 
 
-def _slice_columns(path: Path, text: bytes, first_id: int, offset: int) -> SourceColumns:
+def _slice_columns(path: Path, text: SliceText, first_id: int, offset: int
+                   ) -> SourceColumns:
     """Typed decoding, tagged by ph first; untagged when some event's ph is not a known
     phase (a ValidationError from here means a field has an unexpected type)."""
     tagged, kept_types = _tagged_decoder()
@@ -322,7 +327,7 @@ def _slice_columns(path: Path, text: bytes, first_id: int, offset: int) -> Sourc
         return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
 
 
-def _lenient_slice(path: Path, text: bytes, offset: int) -> list[Any]:
+def _lenient_slice(path: Path, text: SliceText, offset: int) -> list[Any]:
     _, lenient, _ = _decoders()
     try:
         return _guarded(path, offset, lenient.decode, text)  # type: ignore[no-any-return]
@@ -337,7 +342,7 @@ def _slice_error(path: Path, offset: int, exc: Exception) -> InputError:
                       "check that the file is a PyTorch profiler trace")
 
 
-def _valid_utf8(text: bytes, offset: int, anomalies: list[Anomaly]) -> bytes:
+def _valid_utf8(text: SliceText, offset: int, anomalies: list[Anomaly]) -> SliceText:
     """The slice itself if it is UTF-8 (ASCII is checked at memory speed), else a copy with
     U+FFFD in place of bad bytes and an anomaly. Checking here also covers keys, which the
     typed decoder skips unread when it does not know them."""
@@ -350,7 +355,7 @@ def _valid_utf8(text: bytes, offset: int, anomalies: list[Anomaly]) -> bytes:
     return text
 
 
-def _guarded(path: Path, offset: int, decode: Any, text: bytes | memoryview) -> Any:
+def _guarded(path: Path, offset: int, decode: Any, text: SliceText | memoryview) -> Any:
     """Decode, turning msgspec's RecursionError on absurd nesting into one clear line."""
     try:
         return decode(text)
@@ -359,7 +364,7 @@ def _guarded(path: Path, offset: int, decode: Any, text: bytes | memoryview) -> 
                          "check that the file is a PyTorch profiler trace") from None
 
 
-def _replace_invalid_utf8(text: bytes | memoryview, offset: int, exc: UnicodeDecodeError,
+def _replace_invalid_utf8(text: SliceText | memoryview, offset: int, exc: UnicodeDecodeError,
                           anomalies: list[Anomaly]) -> bytes:
     """Names with bytes that are not UTF-8 are kept, with U+FFFD in place, and flagged."""
     anomalies.append(("invalid_utf8", None, f"bytes that are not UTF-8 near byte "
