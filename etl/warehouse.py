@@ -40,8 +40,10 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -360,7 +362,10 @@ def _alive(pid: int) -> bool:
 
 class TableWriter:
     """One table of a staged run, written as batches arrive, in row groups of
-    STREAM_ROW_GROUP_ROWS rows (memory holds at most one group).
+    STREAM_ROW_GROUP_ROWS rows.
+
+    A full group is encoded and compressed in a background thread (Arrow releases the GIL)
+    while the next one is built: at most one group is being written and one buffered.
 
     `constants` (run_id, publish_id) are added to every batch: a dict, or a function
     called once, at the first batch (ingest computes the ids while the first pass runs).
@@ -375,6 +380,7 @@ class TableWriter:
         self.path = folder / f"{table}.parquet"
         self._buffer: list[pa.Table] = []
         self._buffered = 0
+        self._pending: Future[None] | None = None
         schema = table_schema(table).arrow()
         self._writer = pq.ParquetWriter(self.path, schema, compression="zstd",
                                         use_dictionary=dictionary_columns(schema))
@@ -394,20 +400,37 @@ class TableWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write what is buffered as a row group (also called at the end of a pass, so two
-        tables' buffers are never full at once)."""
+        """Start writing what is buffered as a row group, once the previous group is
+        written (also called at the end of a pass, so two tables' buffers are never full
+        at once)."""
         import pyarrow as pa
 
+        self._wait()
         if self._buffer:
-            self._writer.write_table(pa.concat_tables(self._buffer),
-                                     row_group_size=STREAM_ROW_GROUP_ROWS)
+            self._pending = _background_writes().submit(
+                self._writer.write_table, pa.concat_tables(self._buffer),
+                row_group_size=STREAM_ROW_GROUP_ROWS)
         self._buffer, self._buffered = [], 0
+
+    def _wait(self) -> None:
+        """Wait for the group being written; its error, if any, is raised here."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     def close(self) -> None:
         self.flush()
+        self._wait()
         self._writer.close()
         with open(self.path, "rb+") as fh:
             os.fsync(fh.fileno())
+
+
+@cache
+def _background_writes() -> ThreadPoolExecutor:
+    """One thread for every table's row-group writes: a table's groups stay in order, and
+    the writes of one process use at most one core besides the one building rows."""
+    return ThreadPoolExecutor(1, thread_name_prefix="parquet-write")
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:

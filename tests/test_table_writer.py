@@ -1,0 +1,53 @@
+"""The run tables' writer: row groups written in a background thread, in order, with any
+write error reaching the ingest."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from etl import warehouse
+from etl.warehouse import TableWriter
+
+
+def _batch(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({"source_id": pa.array([0] * n, pa.int32()), "kind": ["x"] * n,
+                     "event_id": ids, "detail": [f"m{i}" for i in ids],
+                     "ncu_source_id": pa.nulls(n, pa.int32()), "ncu_id": pa.nulls(n, pa.int64())})
+
+
+def test_groups_are_written_in_order_with_the_constants(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warehouse, "STREAM_ROW_GROUP_ROWS", 10)
+    asked: list[int] = []
+
+    def constants() -> dict[str, str]:
+        asked.append(1)
+        return {"run_id": "r", "publish_id": "p"}
+
+    writer = TableWriter(tmp_path, "anomalies", constants)
+    for start in range(0, 95, 7):
+        writer.write(_batch(start, 7))
+    writer.close()
+    got = pq.read_table(tmp_path / "anomalies.parquet")
+    assert got["event_id"].to_pylist() == list(range(0, 98))
+    assert set(got["run_id"].to_pylist()) == {"r"} and set(got["publish_id"].to_pylist()) == {"p"}
+    assert asked == [1], "the ids are asked for once, at the first batch"
+
+
+def test_an_error_of_the_background_write_reaches_the_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warehouse, "STREAM_ROW_GROUP_ROWS", 10)
+    writer = TableWriter(tmp_path, "anomalies", {"run_id": "r", "publish_id": "p"})
+
+    def full_disk(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(writer._writer, "write_table", full_disk)
+    writer.write(_batch(0, 12))  # a full group: its write starts in the background
+    with pytest.raises(OSError, match="No space left"):
+        writer.close()
