@@ -3,9 +3,9 @@ correlation id, in bounded memory.
 
 GPU rows (spilled per slice) and launch calls (spilled by pass 2, with their op and layer)
 are split into partitions by correlation id, so that one partition's join fits in a
-fixed budget of rows whatever the trace size; each partition is joined in memory by
-Arrow's hash join. With one partition (most traces) the rows come out in event order;
-with several, in event order within each partition.
+fixed budget of rows whatever the trace size; each partition is joined in memory (binary
+search in the partition's launches). With one partition (most traces) the rows come out
+in event order; with several, in event order within each partition.
 """
 from __future__ import annotations
 
@@ -101,12 +101,36 @@ def _join(gpu: pa.Table | None, launches: pa.Table | None, emit: Emit,
     if gpu is None or gpu.num_rows == 0:
         return
     first = _first_launches(launches, anomalies)
-    joined = gpu.join(first, "correlation_id", join_type="left outer").sort_by("event_id")
+    joined = _with_launch_columns(gpu, first)
     del gpu, first
+    ids = np.asarray(joined["event_id"].to_numpy(), dtype=np.int64)
+    if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # B/E pairs are spilled last
+        joined = joined.sort_by("event_id")
     for start in range(0, joined.num_rows, EMIT_ROWS):
         emit(joined.slice(start, EMIT_ROWS))
     del joined
     release_memory()
+
+
+def _with_launch_columns(gpu: pa.Table, first: pa.Table) -> pa.Table:
+    """GPU rows, in their order, with the columns of the launch of their correlation id
+    (NULL without one): a left join by binary search in the launches sorted by id, so the
+    GPU rows (long kernel names) are never reordered or copied."""
+    keys = np.asarray(first["correlation_id"].to_numpy(), dtype=np.int64)
+    corr = gpu["correlation_id"]
+    wanted = np.asarray(pc.fill_null(corr, 0).to_numpy(), dtype=np.int64)
+    found = np.asarray(pc.is_valid(corr).to_numpy(zero_copy_only=False), dtype=bool)
+    at = np.searchsorted(keys, wanted)
+    if len(keys):
+        at = np.minimum(at, len(keys) - 1)
+        found &= keys[at] == wanted
+    else:
+        found[:] = False
+    rows = pa.array(np.where(found, at, 0), pa.int64(), mask=~found)
+    for column in first.column_names:
+        if column != "correlation_id":
+            gpu = gpu.append_column(column, first[column].take(rows))
+    return gpu
 
 
 def release_memory() -> None:
