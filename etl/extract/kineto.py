@@ -482,11 +482,13 @@ def _struct_columns(events: list[Any], ph: list[str | None], event_id: list[int]
 
 
 def _id_texts(values: Sequence[Any]) -> Any:
-    """pid/tid as text: integers are converted in bulk by Arrow, mixed values one by one."""
+    """pid/tid as text: integers are converted in bulk by Arrow; mixed values (a few
+    distinct ones: "Spans", stream names) through a table of their texts."""
     try:
         return pc.cast(pa.array(values, pa.int64()), pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([None if v is None else str(v) for v in values], pa.string())
+        texts = {v: None if v is None else str(v) for v in set(values)}
+        return pa.array(list(map(texts.__getitem__, values)), pa.string())
 
 
 # complete, instant, and begin/end events (B/E rows are paired into complete events by
