@@ -106,8 +106,9 @@ def _display_path(folder: Path, path: str) -> str:
 def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     run = scan(folder)
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
-    key = _run_key(run, warehouse)
-    if key.ready() and _unchanged(warehouse, run.name, key.run_id):
+    ingested = _current_ids(warehouse, run.name)
+    key = _run_key(run, hash_first=bool(ingested))
+    if key.ready() and key.run_id in ingested:
         return Prepared(RunResult(run.name, "unchanged", key.run_id))
     staged = warehouse.new_stage(key.suffix)
     try:
@@ -151,9 +152,10 @@ class RunKey:
         return {"run_id": self.run_id, "publish_id": self.publish_id}
 
 
-def _run_key(run: RunFolder, warehouse: Warehouse) -> RunKey:
+def _run_key(run: RunFolder, hash_first: bool) -> RunKey:
+    """`hash_first`: the run may be unchanged, and the check needs the hashes."""
     hashes: Future[dict[str, str]] = Future()
-    if _name_is_current(warehouse, run.name):  # may be unchanged: the check needs the hashes
+    if hash_first:
         hashes.set_result(_hash_inputs(run))
     else:
         threading.Thread(target=_hash_into, args=(run, hashes), daemon=True).start()
@@ -199,17 +201,12 @@ def _hash_inputs(run: RunFolder) -> dict[str, str]:
     return {relative(run, f): sha256_file(f) for f in files}
 
 
-def _name_is_current(warehouse: Warehouse, name: str) -> bool:
-    """A run of this name was ingested by this extractor version (so it may be unchanged)."""
-    runs = warehouse.read_runs(["extractor_version"]).to_pylist()
-    return any(r["run_name"] == name and r["extractor_version"] == extractor_version()
-               for r in runs)
-
-
-def _unchanged(warehouse: Warehouse, name: str, run_id: str) -> bool:
+def _current_ids(warehouse: Warehouse, name: str) -> set[str]:
+    """run_id of the current run of this name, if this extractor version ingested it (a
+    run with the same id is unchanged)."""
     runs = warehouse.read_runs(["run_id", "extractor_version"]).to_pylist()
-    return any(r["run_name"] == name and r["run_id"] == run_id
-               and r["extractor_version"] == extractor_version() for r in runs)
+    return {r["run_id"] for r in runs
+            if r["run_name"] == name and r["extractor_version"] == extractor_version()}
 
 
 @dataclass
