@@ -5,7 +5,7 @@ ingests each in a fresh warehouse, samples the resident memory of the whole proc
 and loads the same trace with Holistic Trace Analysis 0.5.0 installed in a throwaway venv
 (bench/.cache/hta-venv; not a project dependency). Prints a table; asserts nothing.
 
-    python bench/ingest_bench.py --sizes 10 100 1000 [--no-hta] [--jobs 2]
+    python bench/ingest_bench.py --sizes 10 100 1000 [--no-hta] [--jobs 2] [--many 32]
 """
 from __future__ import annotations
 
@@ -118,11 +118,38 @@ def bench_size(mb: int, jobs: int, hta: Path | None, hta_max_mb: int) -> dict[st
     return row
 
 
+def bench_many(runs: int, mb: int) -> None:
+    """`etl ingest` of a folder of `runs` run folders (each a link to the same `mb` trace),
+    with one and with two jobs: what parallel runs buy."""
+    trace = make_trace(mb)
+    folder = CACHE / f"many-{runs}x{mb}MB"
+    shutil.rmtree(folder, ignore_errors=True)
+    for n in range(runs):
+        (folder / f"run{n:03d}").mkdir(parents=True)
+        os.symlink(trace, folder / f"run{n:03d}" / trace.name)
+    etl = str(ROOT / ".venv" / "bin" / "etl")
+    print(f"\n{runs} runs of {trace.stat().st_size / 1e6:.0f} MB:")
+    print("| jobs | etl s | MB/s | runs/s | peak RSS MiB, all processes | largest process |")
+    print("|---|---|---|---|---|---|")
+    total_mb = runs * trace.stat().st_size / 1e6
+    for jobs in (1, 2):
+        warehouse = CACHE / "wh"
+        shutil.rmtree(warehouse, ignore_errors=True)
+        seconds, rss, rss_one, _ = run_measured([etl, "ingest", str(folder), "--warehouse",
+                                                 str(warehouse), "--jobs", str(jobs)])
+        print(f"| {jobs} | {seconds:.1f} | {total_mb / seconds:.0f} | {runs / seconds:.1f} | "
+              f"{rss:,} | {rss_one:,} |", flush=True)
+        shutil.rmtree(warehouse, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--no-hta", action="store_true")
+    parser.add_argument("--many", type=int, default=0, metavar="N",
+                        help="also ingest N run folders of the 10 MB trace, with 1 and 2 jobs")
     parser.add_argument("--hta-max-mb", type=int, default=1000,
                         help="skip HTA above this size (it needs ~6x the trace in RAM)")
     args = parser.parse_args()
@@ -139,6 +166,8 @@ def main() -> None:
         print(f"| {r['mb']:.0f} | {r['events']:,.0f} | {r['seconds']:.1f} | {r['mb_s']:.0f} | "
               f"{r['events_s']:,.0f} | {r['rss_mib']:,} | {r['rss_one_mib']:,} | {hta_cells} |",
               flush=True)
+    if args.many:
+        bench_many(args.many, 10)
 
 
 if __name__ == "__main__":
