@@ -43,7 +43,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -426,11 +425,17 @@ class TableWriter:
             os.fsync(fh.fileno())
 
 
-@cache
+_WRITER_THREAD: dict[int, ThreadPoolExecutor] = {}  # by process id
+
+
 def _background_writes() -> ThreadPoolExecutor:
     """One thread for every table's row-group writes: a table's groups stay in order, and
-    the writes of one process use at most one core besides the one building rows."""
-    return ThreadPoolExecutor(1, thread_name_prefix="parquet-write")
+    the writes of one process use at most one core besides the one building rows. Keyed
+    by process: a forked child does not inherit the thread, only the executor object."""
+    pid = os.getpid()
+    if pid not in _WRITER_THREAD:
+        _WRITER_THREAD[pid] = ThreadPoolExecutor(1, thread_name_prefix="parquet-write")
+    return _WRITER_THREAD[pid]
 
 
 def dictionary_columns(schema: pa.Schema) -> list[str]:

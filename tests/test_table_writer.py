@@ -51,3 +51,37 @@ def test_an_error_of_the_background_write_reaches_the_writer(
     writer.write(_batch(0, 12))  # a full group: its write starts in the background
     with pytest.raises(OSError, match="No space left"):
         writer.close()
+
+
+def test_a_forked_child_gets_its_own_writer_thread(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread does not survive fork (only the executor object would): a child that
+    reused the parent's executor would wait forever for its first row group."""
+    import os
+    import signal
+    import time
+
+    monkeypatch.setattr(warehouse, "STREAM_ROW_GROUP_ROWS", 10)
+    parent = TableWriter(tmp_path, "anomalies", {"run_id": "r", "publish_id": "p"})
+    parent.write(_batch(0, 12))  # the parent's writer thread now exists
+    parent.close()
+    child_dir = tmp_path / "child"
+    child_dir.mkdir()
+    pid = os.fork()
+    if pid == 0:  # the child: write and close a table, then leave without pytest's exit
+        try:
+            child = TableWriter(child_dir, "anomalies", {"run_id": "r", "publish_id": "p"})
+            child.write(_batch(0, 12))
+            child.close()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    deadline = time.monotonic() + 30
+    while (status := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if status[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child's write never finished")
+    assert os.waitstatus_to_exitcode(status[1]) == 0
+    assert pq.read_table(child_dir / "anomalies.parquet").num_rows == 12
