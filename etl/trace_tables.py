@@ -429,13 +429,13 @@ def kept_span(kept: pa.Table) -> tuple[int, int] | None:
     """Earliest start and latest end of the complete events with ts and dur ≥ 0: the
     whole-trace iteration when there are no step markers. `kept` excludes ignored
     categories, so the profiler's own `Trace` span does not count."""
-    ok = pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(kept["ts_ns"])),
-                 pc.greater_equal(kept["dur_ns"], 0))
-    spans = kept.filter(pc.fill_null(ok, False))
-    if spans.num_rows == 0:
+    ts, dur = kept["ts_ns"], kept["dur_ns"]
+    ok = pc.fill_null(pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(ts)),
+                              pc.greater_equal(dur, 0)), False)
+    start = pc.min(pc.filter(ts, ok)).as_py()  # only the two columns: names are not copied
+    if start is None:
         return None
-    return (pc.min(spans["ts_ns"]).as_py(),
-            pc.max(pc.add(spans["ts_ns"], spans["dur_ns"])).as_py())
+    return start, pc.max(pc.filter(pc.add(ts, dur), ok)).as_py()
 
 
 def _with_context(table: pa.Table, context: dict[str, Any]) -> pa.Table:
