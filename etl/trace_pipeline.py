@@ -110,7 +110,9 @@ class SpillSink:
         self.pending: deque[Future[SliceSummary]] = deque()
         self.pool = _pool(workers) if workers > 1 else None
         self.limit = 2 * workers
-        self.read_in_worker = self.pool is not None and not is_gzip(path)
+        # only regular files can be read again at an offset (not a FIFO, not a stream)
+        self.read_in_worker = (self.pool is not None and path.is_file()
+                               and not is_gzip(path))
 
     def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
         index = len(self.summaries) + len(self.pending)
