@@ -8,10 +8,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from etl.errors import one_line
-from etl.ingest import RunResult
+
+if TYPE_CHECKING:  # `etl query` prints through this module without the ingest's imports
+    from etl.ingest import RunResult
 
 
 @contextmanager
