@@ -71,6 +71,22 @@ def test_workers_reading_a_plain_file_give_the_same_tables(tmp_path: Path) -> No
                              workers=2)
 
 
+def test_workers_reading_odd_bytes_give_the_same_tables(tmp_path: Path) -> None:
+    """Slices re-read by workers hold what any slice may: multi-byte names, bytes that are
+    not UTF-8 (replaced and flagged), pid/tid mixing numbers and strings."""
+    events = [step(1, 0, 1_000_000)]
+    for i in range(300):
+        events += [event(name=f"aten::NAME_{i}", ts=1_000 + 2_000 * i, dur=1_500,
+                         tid="stream 7" if i % 50 == 0 else 1),
+                   launch(i, 1_100 + 2_000 * i), kernel(i, 1_200 + 2_000 * i, 300, name=f"k{i}")]
+    path = write_trace(tmp_path / "t.json", events)
+    text = path.read_bytes().replace(b"aten::NAME_150", b"aten::\xffNAME_150")
+    path.write_bytes(text.replace(b"NAME_", "ünïcödé_".encode()))  # raw UTF-8, not escapes
+    result = assert_same_as_in_memory(path, tmp_path / "spill", slice_bytes=8 << 10,
+                                      chunk_rows=100, workers=2)
+    assert result.anomalies > 0  # the bad byte was seen and flagged
+
+
 @pytest.mark.parametrize("change", ["byte", "shorter"])
 def test_a_slice_changed_after_validation_is_refused(tmp_path: Path, change: str) -> None:
     """A worker re-reads its slice from the file: bytes other than the validated ones
