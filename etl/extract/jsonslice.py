@@ -23,6 +23,7 @@ import msgspec
 T = TypeVar("T")
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
 _WINDOW = 1 << 20
+_NON_SPACE = re.compile(rb"\S")
 MAX_TRIES = 16
 
 
@@ -146,24 +147,26 @@ class ArraySlicer(Generic[T]):
 
         The array's `]` is the rightmost one after which the object closes and before which
         the events decode; a `]` of a later member (e.g. "INFO": [...]) fails the second test.
+        The slice is decoded in place, `[` over _buf[0] up to that `]` (no copies).
         """
-        buf = bytes(self._buf[1:])
-        self._base += 1
-        position, decode_tries = len(buf), 0
-        while decode_tries < MAX_TRIES and (position := buf.rfind(b"]", 0, position)) >= 0:
-            tail = buf[position + 1:]
+        buf = self._buf
+        self._base += 1  # document offset of buf[1]
+        end, decode_tries = len(buf), 0
+        while decode_tries < MAX_TRIES and (end := buf.rfind(b"]", 1, end)) >= 1:
+            tail = bytes(buf[end + 1:])
             if not self._closes(tail):
                 continue
             decode_tries += 1
-            items = buf[:position]
             try:
-                if items.strip():
-                    value = self._decode(b"[" + items + b"]", self._base)
+                if _NON_SPACE.search(buf, 1, end):  # events before the `]`
+                    buf[0] = ord("[")
+                    with memoryview(buf) as view:
+                        value = self._decode(view[:end + 1], self._base)
                     yield Sliced[T]("items", value, self._base)
             except msgspec.DecodeError:
                 continue
             header = self._prefix + b'"traceEvents": []' + tail if self._prefix else b"{}"
-            yield Sliced[T]("header", header, self._base + position)
+            yield Sliced[T]("header", header, self._base + end - 1)
             return
         yield from self._salvage()
 
