@@ -22,6 +22,7 @@ class Column:
     nullable: bool
     description: str
     unit: str | None
+    distinct: bool = False  # mostly distinct values (ids, start times): no dictionary
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,14 @@ class TableSchema:
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
 
+    def dictionary_columns(self) -> list[str]:
+        """Columns written with dictionary encoding: all but those marked `distinct`.
+        Names, categories and small integers (devices, streams, iterations, durations in
+        whole µs) repeat; on ids and start times a dictionary is built and then dropped,
+        which cost host_events' write of a 1 GB trace 0.9 s (1.62 s against 0.72 s) and
+        made the file twice as large."""
+        return [c.name for c in self.columns if not c.distinct]
+
 
 @cache
 def table_schema(table: str) -> TableSchema:
@@ -51,7 +60,7 @@ def table_schema(table: str) -> TableSchema:
 
 def _column(raw: dict[str, Any]) -> Column:
     return Column(raw["name"], raw["type"], bool(raw.get("nullable", True)),
-                  raw["description"], raw.get("unit"))
+                  raw["description"], raw.get("unit"), bool(raw.get("distinct", False)))
 
 
 _SIMPLE = {

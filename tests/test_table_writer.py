@@ -85,3 +85,25 @@ def test_a_forked_child_gets_its_own_writer_thread(tmp_path: Path,
         pytest.fail("the forked child's write never finished")
     assert os.waitstatus_to_exitcode(status[1]) == 0
     assert pq.read_table(child_dir / "anomalies.parquet").num_rows == 12
+
+
+def test_distinct_columns_are_stored_without_a_dictionary(tmp_path: Path) -> None:
+    """schemas/*.toml marks ids and start times `distinct`; every other column (names,
+    small integers) gets a dictionary."""
+    from etl.schema import table_schema
+
+    schema = table_schema("host_events")
+    n = 50
+    columns = {f.name: pa.array([f"v{i % 3}" if pa.types.is_string(f.type) else i % 3
+                                 for i in range(n)], f.type)
+               for f in schema.arrow() if f.name not in ("run_id", "publish_id")}
+    writer = TableWriter(tmp_path, "host_events", {"run_id": "r", "publish_id": "p"})
+    writer.write(pa.table(columns))
+    writer.close()
+    group = pq.ParquetFile(tmp_path / "host_events.parquet").metadata.row_group(0)
+    with_dictionary = {group.column(i).path_in_schema for i in range(group.num_columns)
+                       if group.column(i).dictionary_page_offset is not None}
+    distinct = {c.name for c in schema.columns if c.distinct}
+    assert distinct == {"event_id", "ts_ns", "correlation_id", "external_id",
+                        "parent_event_id"}
+    assert with_dictionary == set(schema.names) - distinct
