@@ -108,7 +108,7 @@ def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
     ingested = _current_ids(warehouse, run.name)
     key = _run_key(run, hash_first=bool(ingested))
-    if key.ready() and key.run_id in ingested:
+    if ingested and key.run_id in ingested:  # hashed first exactly when ingested
         return Prepared(RunResult(run.name, "unchanged", key.run_id))
     staged = warehouse.new_stage(key.suffix)
     try:
@@ -131,9 +131,6 @@ class RunKey:
     def __init__(self, name: str, hashes: Future[dict[str, str]]) -> None:
         self.name, self._hashes = name, hashes
         self.suffix = uuid.uuid4().hex[:12]
-
-    def ready(self) -> bool:
-        return self._hashes.done()
 
     @property
     def inputs(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto import Anomaly, decode_slice, field_map
+from etl.extract.kineto import Anomaly, SliceText, decode_slice, field_map
 from etl.extract.rawio import read_slice
 from etl.trace_tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
                               split_begin_end)
@@ -50,7 +50,7 @@ def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: i
                       folder, index)
 
 
-def spill_text(path: Path, text: bytes | bytearray, first_id: int, offset: int,
+def spill_text(path: Path, text: SliceText, first_id: int, offset: int,
                folder: Path, index: int) -> SliceSummary:
     """Decode one validated slice and spill it (the worker entry point for gzip files)."""
     with gc_paused():
