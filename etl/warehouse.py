@@ -136,20 +136,22 @@ class Warehouse:
         unlocked and removed by the next garbage collection. A warehouse the reader may not
         write to gets no lease: the reader then has the grace period only.
         """
-        name = self.readers / f"{os.getpid()}.{uuid.uuid4().hex}"
+        # one name per lease (not per process: one process may hold several at once)
+        stem = self.readers / f"{os.getpid()}-{uuid.uuid4().hex}"
+        lease = stem.with_name(stem.name + ".lease")
         try:
             self.readers.mkdir(exist_ok=True)
-            fh = open(name.with_suffix(".tmp"), "w")
+            fh = open(stem.with_name(stem.name + ".tmp"), "w")
             # locked before it is named .lease: an unlocked lease is a dead reader's
             fcntl.flock(fh, fcntl.LOCK_EX)
-            os.rename(fh.name, name.with_suffix(".lease"))
+            os.rename(fh.name, lease)
         except OSError:
             yield
             return
         try:
             yield
         finally:
-            name.with_suffix(".lease").unlink(missing_ok=True)
+            lease.unlink(missing_ok=True)
             fh.close()
 
     def live_lease_starts(self) -> list[float]:
@@ -157,8 +159,11 @@ class Warehouse:
         if not self.readers.is_dir():
             return []
         for unnamed in self.readers.glob("*.tmp"):  # a reader killed while taking its lease
-            if time.time() - unnamed.stat().st_mtime > 60:
-                unnamed.unlink(missing_ok=True)
+            try:
+                if time.time() - unnamed.stat().st_mtime > 60:
+                    unnamed.unlink(missing_ok=True)
+            except FileNotFoundError:
+                continue  # renamed to .lease (or removed) since it was listed
         starts = []
         for lease in self.readers.glob("*.lease"):
             try:

@@ -88,3 +88,32 @@ def test_etl_query_leaves_no_lease(run: Path, tmp_path: Path) -> None:
     columns, rows = run_query(wh.root, "SELECT count(*) AS n FROM kernels")
     assert rows == [(1,)]
     assert list(wh.readers.iterdir()) == []
+
+
+def test_leases_taken_at_once_by_one_process_are_all_counted(tmp_path: Path) -> None:
+    """Two readers in one process (threads) hold two leases: ending one keeps the other."""
+    wh = Warehouse.at(tmp_path / "wh")
+    wh.init()
+    with wh.reader_lease():
+        with wh.reader_lease():
+            assert len(wh.live_lease_starts()) == 2
+        assert len(wh.live_lease_starts()) == 1
+    assert wh.live_lease_starts() == []
+
+
+def test_a_lease_named_while_listed_does_not_stop_the_collector(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader renames its .tmp to .lease between the collector's listing and its stat:
+    the publish that collects garbage must go on (it failed with FileNotFoundError)."""
+    wh = Warehouse.at(tmp_path / "wh")
+    wh.init()
+    wh.readers.mkdir()
+    gone = wh.readers / "123-abc.tmp"  # listed, then renamed away before the stat
+    listed = Path.glob
+
+    def glob_with_vanished(self: Path, pattern: str):  # type: ignore[no-untyped-def]
+        found = list(listed(self, pattern))
+        return found + [gone] if pattern == "*.tmp" else found
+
+    monkeypatch.setattr(Path, "glob", glob_with_vanished)
+    assert wh.live_lease_starts() == []
