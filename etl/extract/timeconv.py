@@ -2,7 +2,8 @@
 
 Kineto prints `ts`/`dur` as `{µs}.{ns:03}`. A float64 of µs since the epoch is off by up to
 0.25 µs, so the raw JSON number text is converted instead: all texts are joined into one
-buffer and parsed by Arrow as decimal128 (fast path); anything else (exponents, more than
+buffer and parsed by Arrow, as integers where the text allows (integer µs, or three
+decimals with the dot dropped) and else as decimal128; anything else (exponents, more than
 three decimals, strings, garbage) is converted one by one and reported.
 """
 from __future__ import annotations
@@ -35,17 +36,20 @@ class Converted:
 def us_texts_to_ns(texts: Sequence[bytes]) -> Converted:
     """Convert raw JSON number texts (b"" = absent) to int64 ns; absent → NULL.
 
-    Fast paths: integer µs (older Kineto writes no decimals) by Arrow's integer parse;
-    otherwise Arrow parses every text as decimal128(24, 3), which fails (rather than
-    rounds) on more than three decimals, quotes or garbage; then the slow path decides.
+    Fast paths, both by Arrow's integer parse: integer µs (older Kineto writes no
+    decimals), and µs with exactly three decimals (`{µs}.{ns:03}`, newer Kineto), whose
+    text without the dot is the ns; otherwise Arrow parses every text as
+    decimal128(24, 3), which fails (rather than rounds) on more than three decimals,
+    quotes or garbage; then the slow path decides.
     """
     blob = b"".join(texts)
     strings = _absent_as_null(_as_string_array(texts, blob))
     try:
         if b"x" not in blob and b"X" not in blob:  # the integer parse would read hex
-            whole = _whole_us_to_ns(strings)
-            if whole is not None:
-                return Converted(whole)
+            exact = (_whole_us_to_ns(strings) if b"." not in blob
+                     else _three_decimals_to_ns(strings))
+            if exact is not None:
+                return Converted(exact)
         return Converted(_plain_to_ns(strings))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return _slow_path(texts)
@@ -70,6 +74,25 @@ def _whole_us_to_ns(strings: pa.Array) -> pa.Int64Array | None:
     ns, ~4x cheaper than the decimal parse; None if some text is not, or is too large."""
     try:
         ns = pc.multiply_checked(pc.cast(strings, pa.int64()), 1000)
+    except pa.ArrowInvalid:
+        return None
+    return _in_range(ns)
+
+
+def _three_decimals_to_ns(strings: pa.Array) -> pa.Int64Array | None:
+    """Texts that are integers or have exactly three decimals → ns, by dropping the dot
+    (exact: digits are moved, not computed), ~6x cheaper than the decimal parse; None if
+    some text has another number of decimals or is not digits once the dot is gone (an
+    exponent, quotes), or is too large: the decimal path decides then."""
+    dot = pc.find_substring(strings, ".")
+    has_dot = pc.greater_equal(dot, 0)
+    decimals = pc.subtract(pc.binary_length(strings), pc.add(dot, 1))
+    if pc.all(pc.or_(pc.invert(has_dot), pc.equal(decimals, 3))).as_py() is False:
+        return None
+    scale = pc.if_else(has_dot, pa.scalar(1, pa.int64()), pa.scalar(1000, pa.int64()))
+    try:
+        digits = pc.replace_substring(strings, ".", "", max_replacements=1)
+        ns = pc.multiply_checked(pc.cast(digits, pa.int64()), scale)
     except pa.ArrowInvalid:
         return None
     return _in_range(ns)
