@@ -6,11 +6,16 @@ and loads the same trace with Holistic Trace Analysis 0.5.0 installed in a throw
 (bench/.cache/hta-venv; not a project dependency). Prints a table; asserts nothing.
 
     python bench/ingest_bench.py --sizes 10 100 1000 [--no-hta] [--jobs 2] [--many 32]
+        [--source hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz]
+
+The default source writes integer µs (2022 Kineto); --source picks another corpus trace,
+e.g. one with `{µs}.{ns:03}` times (newer Kineto), whose decimal parse costs more.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -20,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
-SOURCE = (ROOT.parent / "shared" / "corpus" / "hta" / "df_index_resolver"
-          / "df_index_resolver.json.gz")
+CORPUS = ROOT.parent / "shared" / "corpus"
+SOURCE = CORPUS / "hta" / "df_index_resolver" / "df_index_resolver.json.gz"
 HTA_VENV = CACHE / "hta-venv"
 HTA_LOAD = """
 import sys, time
@@ -49,10 +54,18 @@ def tree_rss_kib(pid: int) -> tuple[int, int]:
     return total, largest
 
 
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of every finished child of this process and, as each
+    child waited for its own (the ingest joins its slice workers), of their children."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def run_measured(cmd: list[str], env: dict[str, str] | None = None
-                 ) -> tuple[float, int, int, str]:
-    """(seconds, peak tree RSS, peak RSS of one process (MiB), stdout) of a command; RSS
-    sampled every 20 ms."""
+                 ) -> tuple[float, int, int, str, float]:
+    """(seconds, peak tree RSS, peak RSS of one process (MiB), stdout, CPU seconds of the
+    process tree) of a command; RSS sampled every 20 ms."""
+    cpu_before = children_cpu_seconds()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
@@ -70,16 +83,22 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{err[-2000:]}")
-    return time.perf_counter() - started, peak[0] // 1024, peak[1] // 1024, out
+    return (time.perf_counter() - started, peak[0] // 1024, peak[1] // 1024, out,
+            children_cpu_seconds() - cpu_before)
 
 
-def make_trace(mb: int) -> Path:
-    path = CACHE / f"trace-{mb}MB" / "run" / "rank1.json"
+def make_trace(mb: int, source: Path = SOURCE) -> Path:
+    label = f"{mb}MB" if source == SOURCE else f"{_stem(source)}-{mb}MB"
+    path = CACHE / f"trace-{label}" / "run" / "rank1.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(ROOT / "bench" / "make_trace.py"), str(SOURCE),
+        subprocess.run([sys.executable, str(ROOT / "bench" / "make_trace.py"), str(source),
                         str(path), "--mb", str(mb)], check=True)
     return path
+
+
+def _stem(source: Path) -> str:
+    return source.name.split(".")[0]
 
 
 def ensure_hta() -> Path | None:
@@ -93,26 +112,28 @@ def ensure_hta() -> Path | None:
     return python
 
 
-def bench_size(mb: int, jobs: int, hta: Path | None, hta_max_mb: int) -> dict[str, float]:
-    trace = make_trace(mb)
+def bench_size(mb: int, jobs: int, hta: Path | None, hta_max_mb: int, source: Path
+               ) -> dict[str, float]:
+    trace = make_trace(mb, source)
     size = trace.stat().st_size
     warehouse = CACHE / "wh"
     shutil.rmtree(warehouse, ignore_errors=True)
     etl = str(ROOT / ".venv" / "bin" / "etl")
-    seconds, rss, rss_one, _ = run_measured([etl, "ingest", str(trace.parent.parent),
-                                             "--warehouse", str(warehouse), "--jobs",
-                                             str(jobs)])
+    seconds, rss, rss_one, _, cpu = run_measured([etl, "ingest", str(trace.parent.parent),
+                                                  "--warehouse", str(warehouse), "--jobs",
+                                                  str(jobs)])
     counted = subprocess.run([etl, "query", "SELECT sum(event_count) FROM runs", "--warehouse",
                               str(warehouse), "--format", "csv"], capture_output=True,
                              text=True, check=True)
     events = int(counted.stdout.splitlines()[1])
     row = {"mb": size / 1e6, "seconds": seconds, "mb_s": size / 1e6 / seconds,
            "events_s": events / seconds, "rss_mib": rss, "rss_one_mib": rss_one,
-           "events": events}
+           "events": events, "cpu_s": cpu, "cpu_s_gb": cpu / (size / 1e9)}
     shutil.rmtree(warehouse, ignore_errors=True)
     if hta is not None and mb <= hta_max_mb:
         hta_dir = trace.parent
-        hta_seconds, hta_rss, _, _ = run_measured([str(hta), "-c", HTA_LOAD, str(hta_dir)])
+        hta_seconds, hta_rss, _, _, _ = run_measured([str(hta), "-c", HTA_LOAD,
+                                                      str(hta_dir)])
         row.update(hta_seconds=hta_seconds, hta_rss_mib=hta_rss,
                    speedup=hta_seconds / seconds)
     return row
@@ -135,8 +156,9 @@ def bench_many(runs: int, mb: int) -> None:
     for jobs in (1, 2):
         warehouse = CACHE / "wh"
         shutil.rmtree(warehouse, ignore_errors=True)
-        seconds, rss, rss_one, _ = run_measured([etl, "ingest", str(folder), "--warehouse",
-                                                 str(warehouse), "--jobs", str(jobs)])
+        seconds, rss, rss_one, _, _ = run_measured([etl, "ingest", str(folder),
+                                                    "--warehouse", str(warehouse),
+                                                    "--jobs", str(jobs)])
         print(f"| {jobs} | {seconds:.1f} | {total_mb / seconds:.0f} | {runs / seconds:.1f} | "
               f"{rss:,} | {rss_one:,} |", flush=True)
         shutil.rmtree(warehouse, ignore_errors=True)
@@ -152,20 +174,24 @@ def main() -> None:
                         help="also ingest N run folders of the 10 MB trace, with 1 and 2 jobs")
     parser.add_argument("--hta-max-mb", type=int, default=1000,
                         help="skip HTA above this size (it needs ~6x the trace in RAM)")
+    parser.add_argument("--source", type=Path, default=SOURCE,
+                        help="the trace to repeat: a path, or one relative to the corpus")
     args = parser.parse_args()
+    source = args.source if args.source.exists() else CORPUS / args.source
     CACHE.mkdir(parents=True, exist_ok=True)
     hta = None if args.no_hta else ensure_hta()
-    print(f"machine: {os.cpu_count()} CPUs; source trace {SOURCE.name}")
-    print("| JSON MB | events | etl s | MB/s | events/s | peak RSS MiB, all processes | "
-          "largest process | HTA s | HTA RSS MiB | speedup |")
-    print("|" + "---|" * 10)
+    print(f"machine: {os.cpu_count()} CPUs; source trace {source.name}")
+    print("CPU s: user + system seconds of the ingest and its slice workers together")
+    print("| JSON MB | events | etl s | MB/s | events/s | CPU s | CPU s/GB | "
+          "peak RSS MiB, all processes | largest process | HTA s | HTA RSS MiB | speedup |")
+    print("|" + "---|" * 12)
     for mb in args.sizes:
-        r = bench_size(mb, args.jobs, hta, args.hta_max_mb)
+        r = bench_size(mb, args.jobs, hta, args.hta_max_mb, source)
         hta_cells = (f"{r['hta_seconds']:.1f} | {r['hta_rss_mib']:,} | {r['speedup']:.1f}x"
                      if "hta_seconds" in r else "not run | | ")
         print(f"| {r['mb']:.0f} | {r['events']:,.0f} | {r['seconds']:.1f} | {r['mb_s']:.0f} | "
-              f"{r['events_s']:,.0f} | {r['rss_mib']:,} | {r['rss_one_mib']:,} | {hta_cells} |",
-              flush=True)
+              f"{r['events_s']:,.0f} | {r['cpu_s']:.1f} | {r['cpu_s_gb']:.1f} | "
+              f"{r['rss_mib']:,} | {r['rss_one_mib']:,} | {hta_cells} |", flush=True)
     if args.many:
         bench_many(args.many, 10)
 
