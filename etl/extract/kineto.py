@@ -124,6 +124,9 @@ class SourceColumns:
     dur_text: list[bytes] = field(default_factory=list)
     args: dict[str, list[Any]] = field(default_factory=dict)
     with_phase: int = 0     # events of the slice with a `ph` (kept or not)
+    # from the typed decoders: args hold only int | str | None (lists of int for grid and
+    # block), never the floats, bools or Decimals of the lenient reading
+    typed: bool = False
 
 
 @dataclass
@@ -478,6 +481,7 @@ def _struct_columns(events: list[Any], ph: list[str | None], event_id: list[int]
                          tid=_id_texts(tid), ts_text=ts, dur_text=dur)
     cols.args = _arg_columns(args)
     cols.with_phase = with_phase
+    cols.typed = True
     return cols
 
 
@@ -621,6 +625,33 @@ def _number_text(value: Any) -> bytes:
     return str(value).encode()
 
 
+def _normalised_args(cols: SourceColumns, anomalies: list[Anomaly]
+                     ) -> tuple[dict[str, list[Any]], dict[str, pa.Array]]:
+    """(argument values normalised, Arrow arrays already made of some of them).
+
+    From a typed decoder, a column that converts to Arrow as it is holds no text, so it
+    needs no normalising; the array is kept for the next step (the conversion is the type
+    check, not a second pass over the values). Anomalies come in column order either way.
+    """
+    args: dict[str, list[Any]] = {}
+    arrays: dict[str, pa.Array] = {}
+    for column, values in cols.args.items():
+        array = _as_arrow(column, values) if cols.typed else None
+        if array is None:
+            args[column] = _normalise_arg(column, values, cols.event_id, anomalies)
+        else:
+            args[column], arrays[column] = values, array
+    return args, arrays
+
+
+def _as_arrow(column: str, values: list[Any]) -> pa.Array | None:
+    kind = pa.list_(pa.int64()) if column in DIM_COLUMNS else pa.int64()
+    try:
+        return pa.array(values, kind)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None  # text, or an integer beyond int64: the general path decides
+
+
 def _normalise_arg(column: str, values: list[Any], ids: list[int],
                    anomalies: list[tuple[str, int | None, str]]) -> list[Any]:
     """Integers (or int lists) stay; integer text ("7", "0x0") is parsed; the rest → NULL."""
@@ -653,10 +684,9 @@ _INT_TEXT = re.compile(r"^-?(0x[0-9a-fA-F]+|[1-9][0-9]*|0)$")
 def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     """One slice's columns as Arrow, with exact ns times and normalised arguments."""
     ids = cols.event_id
-    args = {c: _normalise_arg(c, v, ids, anomalies) for c, v in cols.args.items()}
-    grid, block = _dims("grid", args["grid"], ids, anomalies), _dims("block", args["block"],
-                                                                      ids, anomalies)
-    ints = {c: _int_column(c, args[c], ids, anomalies) for c in ARG_COLUMNS}
+    args, arrays = _normalised_args(cols, anomalies)
+    grid, block = (_dims(c, args[c], ids, anomalies, arrays.get(c)) for c in DIM_COLUMNS)
+    ints = {c: _int_column(c, args[c], ids, anomalies, arrays.get(c)) for c in ARG_COLUMNS}
     return pa.table({
         "event_id": pa.array(ids, pa.int64()), "ph": _strings(cols.ph),
         "category": _strings(cols.cat), "name": _strings(cols.name),
@@ -682,14 +712,15 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _int_column(column: str, values: Sequence[Any], ids: Sequence[int],
-                anomalies: list[Anomaly]) -> pa.Array:
+                anomalies: list[Anomaly], array: pa.Array | None = None) -> pa.Array:
     """An int64 column; a value out of range is NULL with an anomaly, never an error.
 
-    `values` hold only ints and None here (see _normalise_arg).
+    `values` hold only ints and None here (see _normalise_arg); `array`: them as Arrow,
+    if already made.
     """
     low, high = _RANGES.get(column, _INT64)
     try:
-        array = pa.array(values, pa.int64())
+        array = pa.array(values, pa.int64()) if array is None else array
     except (OverflowError, pa.ArrowInvalid):
         return _int_column_slow(column, values, ids, anomalies, low, high)
     bounds = pc.min_max(array).as_py()
@@ -710,17 +741,19 @@ def _int_column_slow(column: str, values: Sequence[Any], ids: Sequence[int],
     return pa.array(out, pa.int64())
 
 
-def _dims(column: str, values: Sequence[Any], ids: Sequence[int], anomalies: list[Anomaly]
-          ) -> list[pa.Array]:
+def _dims(column: str, values: Sequence[Any], ids: Sequence[int], anomalies: list[Anomaly],
+          lists: pa.Array | None = None) -> list[pa.Array]:
     """x, y, z columns; a list that is not three in-range integers is NULL and flagged.
 
-    Fast path: Arrow infers list<int64> (so no float, bool or huge value slipped in) and
-    every present list has three items.
+    Fast path: Arrow infers list<int64> (so no float, bool or huge value slipped in), or
+    `lists` is the typed decoder's lists already converted, and every present list has
+    three items.
     """
-    try:
-        lists = pa.array(values)
-    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
-        lists = None
+    if lists is None:
+        try:
+            lists = pa.array(values)
+        except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+            lists = None
     if lists is not None and lists.type in (pa.list_(pa.int64()), pa.null()):
         lengths = pc.list_value_length(lists) if lists.type != pa.null() else lists
         if pc.all(pc.equal(lengths, 3)).as_py() in (True, None):

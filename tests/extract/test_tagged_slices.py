@@ -68,3 +68,30 @@ def test_slices_the_tagged_decoder_refuses_read_as_before(case: str) -> None:
     decoded = _decoded(events)
     assert decoded.table.equals(_untagged(events))
     assert decoded.with_phase == sum(1 for e in events if e.get("ph") is not None)
+
+
+def _lenient(events: list[Any]) -> tuple[Any, list[kineto.Anomaly]]:
+    _, lenient, _ = kineto._decoders()
+    found: list[kineto.Anomaly] = []
+    cols = kineto._lenient_columns(lenient.decode(json.dumps(events).encode()), 100, found)
+    assert not cols.typed
+    return kineto._batch(cols, found), found
+
+
+def test_typed_arguments_equal_the_general_route_whatever_their_mix() -> None:
+    """Typed columns that convert to Arrow as they are skip normalising; columns with text
+    or out-of-range values take the general route: same table, same anomalies in order."""
+    odd = [
+        {**KERNEL, "args": {**KERNEL["args"], "stream": "0x0", "grid": "grid(100,)"}},
+        {**KERNEL, "args": {**KERNEL["args"], "correlation": 2**64, "block": []}},
+        {**KERNEL, "args": {"device": 2**40, "bytes": "12", "registers per thread": "x"}},
+        {**LAUNCH, "args": {}}, INSTANT, KERNEL,
+    ]
+    only_absent = [{**LAUNCH, "args": {}}, INSTANT]
+    for events in (odd, only_absent, [KERNEL, LAUNCH]):
+        decoded = _decoded(events)
+        table, found = _lenient(events)
+        assert decoded.table.equals(table)
+        assert decoded.anomalies == found
+    kinds = [kind for kind, _, _ in _decoded(odd).anomalies]
+    assert kinds.count("bad_argument") == 5  # grid text, 2^64, [], device, "x"
