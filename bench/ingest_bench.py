@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
@@ -61,14 +62,19 @@ def children_cpu_seconds() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def run_measured(cmd: list[str], env: dict[str, str] | None = None
-                 ) -> tuple[float, int, int, str, float]:
-    """(seconds, peak tree RSS, peak RSS of one process (MiB), stdout, CPU seconds of the
-    process tree) of a command; RSS sampled every 20 ms."""
+class Measured(NamedTuple):
+    seconds: float
+    rss_mib: int        # peak RSS of the process tree
+    rss_one_mib: int    # peak RSS of its largest process
+    cpu_s: float        # user + system seconds of the process tree
+
+
+def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
+    """Wall time, peak RSS (sampled every 20 ms) and CPU time of a command."""
     cpu_before = children_cpu_seconds()
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, env=env)
     peak = [0, 0]
 
     def sample() -> None:
@@ -79,12 +85,12 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    out, err = proc.communicate()
+    _, err = proc.communicate()
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{err[-2000:]}")
-    return (time.perf_counter() - started, peak[0] // 1024, peak[1] // 1024, out,
-            children_cpu_seconds() - cpu_before)
+    return Measured(time.perf_counter() - started, peak[0] // 1024, peak[1] // 1024,
+                    children_cpu_seconds() - cpu_before)
 
 
 def make_trace(mb: int, source: Path = SOURCE) -> Path:
@@ -119,30 +125,29 @@ def bench_size(mb: int, jobs: int, hta: Path | None, hta_max_mb: int, source: Pa
     warehouse = CACHE / "wh"
     shutil.rmtree(warehouse, ignore_errors=True)
     etl = str(ROOT / ".venv" / "bin" / "etl")
-    seconds, rss, rss_one, _, cpu = run_measured([etl, "ingest", str(trace.parent.parent),
-                                                  "--warehouse", str(warehouse), "--jobs",
-                                                  str(jobs)])
+    etl_run = run_measured([etl, "ingest", str(trace.parent.parent), "--warehouse",
+                            str(warehouse), "--jobs", str(jobs)])
+    seconds = etl_run.seconds
     counted = subprocess.run([etl, "query", "SELECT sum(event_count) FROM runs", "--warehouse",
                               str(warehouse), "--format", "csv"], capture_output=True,
                              text=True, check=True)
     events = int(counted.stdout.splitlines()[1])
     row = {"mb": size / 1e6, "seconds": seconds, "mb_s": size / 1e6 / seconds,
-           "events_s": events / seconds, "rss_mib": rss, "rss_one_mib": rss_one,
-           "events": events, "cpu_s": cpu, "cpu_s_gb": cpu / (size / 1e9)}
+           "events_s": events / seconds, "rss_mib": etl_run.rss_mib,
+           "rss_one_mib": etl_run.rss_one_mib, "events": events, "cpu_s": etl_run.cpu_s,
+           "cpu_s_gb": etl_run.cpu_s / (size / 1e9)}
     shutil.rmtree(warehouse, ignore_errors=True)
     if hta is not None and mb <= hta_max_mb:
-        hta_dir = trace.parent
-        hta_seconds, hta_rss, _, _, _ = run_measured([str(hta), "-c", HTA_LOAD,
-                                                      str(hta_dir)])
-        row.update(hta_seconds=hta_seconds, hta_rss_mib=hta_rss,
-                   speedup=hta_seconds / seconds)
+        hta_run = run_measured([str(hta), "-c", HTA_LOAD, str(trace.parent)])
+        row.update(hta_seconds=hta_run.seconds, hta_rss_mib=hta_run.rss_mib,
+                   speedup=hta_run.seconds / seconds)
     return row
 
 
-def bench_many(runs: int, mb: int) -> None:
+def bench_many(runs: int, mb: int, source: Path) -> None:
     """`etl ingest` of a folder of `runs` run folders (each a link to the same `mb` trace),
     with one and with two jobs: what parallel runs buy."""
-    trace = make_trace(mb)
+    trace = make_trace(mb, source)
     folder = CACHE / f"many-{runs}x{mb}MB"
     shutil.rmtree(folder, ignore_errors=True)
     for n in range(runs):
@@ -156,11 +161,11 @@ def bench_many(runs: int, mb: int) -> None:
     for jobs in (1, 2):
         warehouse = CACHE / "wh"
         shutil.rmtree(warehouse, ignore_errors=True)
-        seconds, rss, rss_one, _, _ = run_measured([etl, "ingest", str(folder),
-                                                    "--warehouse", str(warehouse),
-                                                    "--jobs", str(jobs)])
-        print(f"| {jobs} | {seconds:.1f} | {total_mb / seconds:.0f} | {runs / seconds:.1f} | "
-              f"{rss:,} | {rss_one:,} |", flush=True)
+        run = run_measured([etl, "ingest", str(folder), "--warehouse", str(warehouse),
+                            "--jobs", str(jobs)])
+        print(f"| {jobs} | {run.seconds:.1f} | {total_mb / run.seconds:.0f} | "
+              f"{runs / run.seconds:.1f} | {run.rss_mib:,} | {run.rss_one_mib:,} |",
+              flush=True)
         shutil.rmtree(warehouse, ignore_errors=True)
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -178,6 +183,8 @@ def main() -> None:
                         help="the trace to repeat: a path, or one relative to the corpus")
     args = parser.parse_args()
     source = args.source if args.source.exists() else CORPUS / args.source
+    if not source.exists():
+        raise SystemExit(f"--source {args.source}: no such trace, as a path or under {CORPUS}")
     CACHE.mkdir(parents=True, exist_ok=True)
     hta = None if args.no_hta else ensure_hta()
     print(f"machine: {os.cpu_count()} CPUs; source trace {source.name}")
@@ -193,7 +200,7 @@ def main() -> None:
               f"{r['events_s']:,.0f} | {r['cpu_s']:.1f} | {r['cpu_s_gb']:.1f} | "
               f"{r['rss_mib']:,} | {r['rss_one_mib']:,} | {hta_cells} |", flush=True)
     if args.many:
-        bench_many(args.many, 10)
+        bench_many(args.many, 10, source)
 
 
 if __name__ == "__main__":
