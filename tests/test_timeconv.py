@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from etl.extract.timeconv import us_texts_to_ns
+import decimal
+
+import pyarrow as pa
+from hypothesis import given, settings, strategies as st
+
+from etl.extract.timeconv import _three_decimals_to_ns, us_texts_to_ns
 
 
 def test_epoch_scale_decimals_are_exact() -> None:
@@ -27,13 +32,6 @@ def test_non_numbers_become_null_with_a_problem() -> None:
 
 
 # ---- the three-decimal path (text without the dot is the ns) ------------------------
-
-import decimal  # noqa: E402
-
-import pyarrow as pa  # noqa: E402
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-from etl.extract.timeconv import _three_decimals_to_ns  # noqa: E402
 
 _KINETO_US = st.integers(min_value=-(10 ** 12), max_value=4 * 10 ** 15)
 
