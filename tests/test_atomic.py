@@ -20,17 +20,23 @@ def _start_ingest(runs: Path, wh: Path) -> subprocess.Popen[bytes]:
 
 
 def _check_whole(wh: Path, expected: dict[str, int]) -> str | None:
-    """The visible version of run `big` (if any) has all its rows in every table."""
-    runs = query_json(wh, "SELECT run_id, anomaly_count FROM runs WHERE run_name = 'big'")
-    if not runs:
+    """The visible version of run `big` (if any) has all its rows in every table.
+
+    One query, so one snapshot: a killed ingest may have published a version that becomes
+    visible (its margin) between two queries, and a second query would count the newer one.
+    """
+    rows = query_json(wh, "SELECT r.run_id, r.anomaly_count, "
+                      "(SELECT count(*) FROM kernels k WHERE k.run_id = r.run_id) AS kernels, "
+                      "(SELECT count(*) FROM host_events h WHERE h.run_id = r.run_id) "
+                      "AS host_events, "
+                      "(SELECT count(*) FROM anomalies a WHERE a.run_id = r.run_id) "
+                      "AS anomalies FROM runs r WHERE r.run_name = 'big'")
+    if not rows:
         return None
-    run_id = runs[0]["run_id"]
-    counts = query_json(wh, f"SELECT (SELECT count(*) FROM kernels WHERE run_id = '{run_id}') "
-                        f"AS kernels, (SELECT count(*) FROM host_events WHERE run_id = "
-                        f"'{run_id}') AS host_events, (SELECT count(*) FROM anomalies WHERE "
-                        f"run_id = '{run_id}') AS anomalies")[0]
-    assert counts == {**expected, "anomalies": runs[0]["anomaly_count"]}
-    return run_id
+    run = rows[0]
+    counts = {k: run[k] for k in ("kernels", "host_events", "anomalies")}
+    assert counts == {**expected, "anomalies": run["anomaly_count"]}
+    return str(run["run_id"])
 
 
 KILLS = 24  # reported in tests/TRUST.md
