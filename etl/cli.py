@@ -227,9 +227,25 @@ def views(warehouse_dir: Path) -> None:
     click.echo(f"views up to date in {warehouse.database}")
 
 
+def _arch_help() -> str:
+    """The --arch help from the metric catalog, so that a new catalog entry is listed."""
+    from etl.extract.ncu.levels import arch_names
+
+    return (f"GPU architecture: {', '.join(arch_names())} (or a compute capability such as "
+            "8.0).")
+
+
+class _CatalogHelp(click.Option):
+    """An option whose help is read from the catalog only when help is shown (a TOML read
+    that `etl --help` and every other command should not pay)."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = _arch_help()
+        return super().get_help_record(ctx)
+
+
 @main.command("ncu-metrics")
-@click.option("--arch", required=True, help="GPU architecture: sm_70, sm_80, sm_86, sm_89, "
-              "sm_90, sm_100 (or a compute capability such as 8.0).")
+@click.option("--arch", required=True, cls=_CatalogHelp, help="GPU architecture.")
 @click.option("--kernels-per-iteration", type=click.IntRange(1), default=None,
               help="Kernels one training iteration launches (from a trace: kernel_count in "
                    "gpu_utilization).")
@@ -246,7 +262,7 @@ def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations:
     Example:
       etl ncu-metrics --arch sm_80 --kernels-per-iteration 870 --warmup-iterations 2
     """
-    from etl.ncu_catalog import ncu_metric_list, normalize_arch, profile_commands
+    from etl.extract.ncu.levels import ncu_metric_list, normalize_arch, profile_commands
 
     try:
         name = normalize_arch(arch)
@@ -263,6 +279,26 @@ def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations:
         click.echo(commands[1])
     click.echo("# then export for ingest: ncu --import REPORT.ncu-rep --csv --page raw > "
                "REPORT.csv (or put the .ncu-rep in the run folder)")
+
+
+@main.command()
+def formats() -> None:
+    """List the input formats a run folder may hold: what each reads, which tables it
+    fills, how its files are recognised.
+
+    \b
+    Example:
+      etl formats
+    """
+    from etl.extract.registry import formats as registered
+
+    for fmt in registered():
+        click.echo(f"{fmt.name}  ({fmt.role}, etl/extract/{fmt.family}/)")
+        click.echo(f"  reads:      {fmt.reads}")
+        click.echo(f"  recognised: {fmt.recognised_by}")
+        click.echo(f"  fills:      {', '.join(fmt.fills) if fmt.fills else '(nothing)'}")
+        if fmt.refused:
+            click.echo(f"  refused:    {fmt.refused}")
 
 
 @main.command("lint-sql")

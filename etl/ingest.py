@@ -20,9 +20,8 @@ from typing import Any
 
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
-from etl.extract.kineto import NotATrace
+from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
 from etl.match_stage import match_run
-from etl.ncu_ingest import extract_ncu
 from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
 from etl.warehouse import RUN_TABLES, Publication, TableWriter, Warehouse
 
@@ -32,7 +31,7 @@ def extractor_version() -> str:
     the rows): a change re-ingests unchanged inputs."""
     import hashlib
 
-    data = b"".join(p.read_bytes() for p in sorted(DATA_DIR.glob("*.toml")))
+    data = b"".join(p.read_bytes() for p in sorted(DATA_DIR.rglob("*.toml")))
     return f"etl-{__version__}/data-{hashlib.sha256(data).hexdigest()[:10]}"
 
 
@@ -170,31 +169,41 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
                staged: Path, options: Options) -> Prepared:
     writers = {t: TableWriter(staged, t, key.constants) for t in RUN_TABLES}
     sources, small = _extract_sources(run, dims, key, staged, writers, options)
-    ncu = extract_ncu(run, small.get("devices"), dims)
-    if not sources and not ncu.sources:
-        raise RunError(f"{run.name}: no profiler output in the run folder "
-                       f"({len(run.skipped)} file(s) skipped); nothing ingested")
-    writers["anomalies"].write(ncu.anomalies)
+    counters = _extract_counters(run, small.get("devices"), dims, key, len(sources))
+    sources += counters.sources
+    if not sources:
+        raise RunError(_nothing_read(run))
+    if counters.anomalies is not None:
+        writers["anomalies"].write(counters.anomalies)
     for name in STREAMED_TABLES:
         writers[name].close()
-    kernels, host = _match_inputs(staged, sources) if ncu.tables["ncu_kernels"].num_rows else (
-        None, None)
-    small = {**small, **ncu.tables,
-             "kernel_match": match_run(kernels, host, ncu.tables["ncu_kernels"])}
+    has_ncu = counters.tables["ncu_kernels"].num_rows > 0
+    kernels, host = _match_inputs(staged, sources) if has_ncu else (None, None)
+    small = {**small, **counters.tables,
+             "kernel_match": match_run(kernels, host, counters.tables["ncu_kernels"])}
     for name, table in small.items():
         writers[name].write(table)
     for name in RUN_TABLES:
         if name not in STREAMED_TABLES:
             writers[name].close()  # a table nothing wrote to is a zero-row file
     counts = {t: w.rows for t, w in writers.items()}
-    row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, ncu.sources,
-                    key.publish_id)
+    row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id)
     return Prepared(_result(run, key.run_id, sources, counts), staged, row)
+
+
+def _nothing_read(run: RunFolder) -> str:
+    """No input of any role was read: say what each file was taken for."""
+    if not run.skipped:
+        return f"{run.name}: no profiler output in the run folder; nothing ingested"
+    listed = "; ".join(f"{rel}: {why}" for rel, why in run.skipped[:10])
+    more = f"; and {len(run.skipped) - 10} more" if len(run.skipped) > 10 else ""
+    return (f"{run.name}: no profiler output in the run folder ({len(run.skipped)} file(s) "
+            f"skipped: {listed}{more}); nothing ingested (etl formats lists what is read)")
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
     """sha256 of every input file by relative path (read once; reused for `runs.sources`)."""
-    files = list(run.traces) + list(run.ncu) + ([run.run_toml] if run.run_toml else [])
+    files = [p for p, _ in run.inputs] + ([run.run_toml] if run.run_toml else [])
     return {relative(run, f): sha256_file(f) for f in files}
 
 
@@ -208,14 +217,18 @@ def _current_ids(warehouse: Warehouse, name: str) -> set[str]:
 
 @dataclass
 class Source:
+    """One input file of the run, of any role (one `runs.sources` entry)."""
+
     source_id: int
     path: Path
     rel: str
-    rank: int | None
-    events: int
-    gpu_names: list[str]
+    format: Format
     sha256: str
-    truncated: bool
+    events: int | None          # events read (trace), metric rows read (counters)
+    rank: int | None = None
+    truncated: bool = False
+    gpu_names: list[str] = field(default_factory=list)
+    ncu_source_id: int | None = None  # the ncu export this file belongs to
 
 
 STREAMED_TABLES = ("host_events", "kernels", "anomalies")
@@ -228,30 +241,67 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
     """Stream every trace of the run into the writers; small tables are returned."""
     import pyarrow as pa
 
-    from etl.trace_pipeline import Sinks, ingest_trace
+    from etl.extract.trace_role import Sinks
 
     sinks = Sinks(writers["host_events"].write, writers["kernels"].write,
                   writers["anomalies"].write, writers["host_events"].flush)
     sources: list[Source] = []
     parts: dict[str, list[pa.Table]] = {t: [] for t in SMALL_TRACE_TABLES}
-    for path in run.traces:
+    for path, fmt in run.of_role("trace"):
         rel = relative(run, path)
         source_id = len(sources)
         try:
-            done = ingest_trace(path, source_id, dims.get("gpu"), staged / f"spill-{source_id}",
-                                sinks, _pipeline_options(path, options))
-        except NotATrace as exc:
+            done = fmt.load_reader()(path, source_id, dims.get("gpu"),
+                                     staged / f"spill-{source_id}", sinks,
+                                     _pipeline_options(path, options))
+        except NotThisFormat as exc:
             run.skipped.append((rel, str(exc)))
             continue
-        sources.append(Source(source_id, path, rel, done.rank, done.info.event_count,
-                              done.gpu_names, key.inputs[rel], done.info.truncated))
+        sources.append(Source(source_id, path, rel, fmt, key.inputs[rel], done.info.event_count,
+                              done.rank, done.info.truncated, done.gpu_names))
         parts["devices"].append(done.devices)
         parts["iterations"].append(done.iterations)
     return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}
 
 
+@dataclass
+class CountersPart:
+    tables: dict[str, Any]      # ncu_kernels, ncu_metrics, ncu_levels
+    anomalies: Any
+    sources: list[Source]
+
+
+def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: RunKey,
+                      first_id: int) -> CountersPart:
+    """Every counters input, one reader call per reader with all its files."""
+    groups = grouped_by_reader(run.of_role("counters"))
+    if not groups:
+        return CountersPart({t: _empty_table(t) for t in COUNTER_TABLES}, None, [])
+    if len(groups) > 1:  # one counters family today; say so rather than mix export ids
+        raise RunError(f"{run.name}: counters of several families in one run folder")
+    [(fmt, paths)] = groups
+    part = fmt.load_reader()(paths, devices, dims)
+    formats = {f.name: f for _, f in run.inputs}
+    sources = [Source(first_id + i, e["path"], relative(run, e["path"]), formats[e["format"]],
+                      key.inputs[relative(run, e["path"])], e["rows"],
+                      ncu_source_id=e["ncu_source_id"]) for i, e in enumerate(part.sources)]
+    return CountersPart(part.tables, part.anomalies, sources)
+
+
+COUNTER_TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels")
+
+
+def _empty_table(name: str) -> Any:
+    from etl.schema import table_schema
+
+    schema = table_schema(name).arrow()
+    for column in ("run_id", "publish_id"):  # added by the writer
+        schema = schema.remove(schema.get_field_index(column))
+    return schema.empty_table()
+
+
 def _pipeline_options(path: Path, options: Options) -> Any:
-    from etl.trace_pipeline import PipelineOptions
+    from etl.extract.trace_role import PipelineOptions
 
     big = path.stat().st_size >= options.parallel_bytes
     return PipelineOptions(salvage=options.salvage,
@@ -266,7 +316,7 @@ def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
 
     from etl.match_stage import TRACE_COLUMNS
 
-    if not sources:
+    if not any(s.format.role == "trace" for s in sources):
         return None, None
     kernels = pq.read_table(staged / "kernels.parquet", columns=[
         *TRACE_COLUMNS, "kind", "kernel_id", "launch_event_id"])
@@ -276,8 +326,7 @@ def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
 
 
 def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str | None,
-              sources: list[Source], counts: dict[str, int],
-              ncu_sources: list[dict[str, Any]], publish_id: str) -> Any:
+              sources: list[Source], counts: dict[str, int], publish_id: str) -> Any:
     import pyarrow as pa
 
     from etl.schema import table_schema
@@ -286,7 +335,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
     row = {
         "run_id": run_id, "publish_id": publish_id, "publish_seq": 0,  # seq set at publish
         "run_name": run.name, "run_path": run.location(),
-        "sources": [_source_entry(s) for s in sources], "ncu_sources": ncu_sources,
+        "sources": [_source_entry(s) for s in sources],
         "skipped": [{"path": p, "reason": r} for p, r in run.skipped],
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
                                     "precision", "batch_size")},
@@ -294,16 +343,21 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "run_toml": toml_text, "truncated": any(s.truncated for s in sources),
         "extractor_version": extractor_version(),
         "ingested_at": datetime.now(UTC),
-        "event_count": sum(s.events for s in sources),
+        "event_count": _trace_events(sources),
         "anomaly_count": counts["anomalies"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
 
 
 def _source_entry(source: Source) -> dict[str, Any]:
-    return {"source_id": source.source_id, "path": source.rel, "format": "kineto_json",
-            "bytes": source.path.stat().st_size, "sha256": source.sha256,
-            "rank": source.rank, "events": source.events, "truncated": source.truncated}
+    return {"source_id": source.source_id, "path": source.rel, "format": source.format.name,
+            "role": source.format.role, "bytes": source.path.stat().st_size,
+            "sha256": source.sha256, "rank": source.rank, "events": source.events,
+            "truncated": source.truncated, "ncu_source_id": source.ncu_source_id}
+
+
+def _trace_events(sources: list[Source]) -> int:
+    return sum(s.events or 0 for s in sources if s.format.role == "trace")
 
 
 def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str | None]:
@@ -315,8 +369,7 @@ def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str |
 
 def _result(run: RunFolder, run_id: str, sources: list[Source],
             counts: dict[str, int]) -> RunResult:
-    result = RunResult(run.name, "ingested", run_id,
-                       events=sum(s.events for s in sources),
+    result = RunResult(run.name, "ingested", run_id, events=_trace_events(sources),
                        kernels=counts["kernels"], anomalies=counts["anomalies"])
     for rel, reason in run.skipped:
         result.warnings.append(f"{run.name}/{rel}: skipped ({reason})")

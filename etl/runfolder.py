@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError, RunError, name_text
-from etl.extract.kineto import looks_like_trace
-from etl.extract.ncu_common import looks_like_ncu
+from etl.extract import registry
 from etl.extract.rawio import read_head
+from etl.extract.registry import Format, Role
 
 RUN_TOML = "run.toml"
-# Names that claim to be profiler output: unreadable content refuses the run, not skipped.
-CLAIMING_SUFFIXES = (".json", ".json.gz", ".trace.json", ".pt.trace.json", ".pt.trace.json.gz")
 DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "model": str, "framework": str, "framework_version": str, "exec_mode": str,
     "precision": str, "batch_size": int, "gpu": str, "tags": list, "sm_count": int,
@@ -31,10 +29,16 @@ class RunFolder:
 
     name: str
     path: Path
-    traces: list[Path] = field(default_factory=list)
-    ncu: list[Path] = field(default_factory=list)
+    inputs: list[tuple[Path, Format]] = field(default_factory=list)  # profiler files
     skipped: list[tuple[str, str]] = field(default_factory=list)
     run_toml: Path | None = None
+
+    def of_role(self, role: Role) -> list[tuple[Path, Format]]:
+        return [(p, f) for p, f in self.inputs if f.role == role]
+
+    @property
+    def traces(self) -> list[Path]:
+        return [p for p, _ in self.of_role("trace")]
 
     def location(self) -> str:
         """The folder's absolute path as stored in `runs.run_path` (valid UTF-8): a parent
@@ -61,10 +65,7 @@ def _is_run_folder(path: Path) -> bool:
     for entry in path.iterdir():
         if not entry.is_file():
             continue
-        if entry.name == RUN_TOML or _claims_trace(entry) or entry.name.endswith(".ncu-rep"):
-            return True
-        head = read_head(entry)
-        if looks_like_trace(head) or looks_like_ncu(head):
+        if entry.name == RUN_TOML or registry.recognise(entry, read_head)[0] is not None:
             return True
     return False
 
@@ -89,10 +90,6 @@ def _duplicate(name: str, first: Path, second: Path) -> RunError:
                     "name must be unique in one command (rename one)")
 
 
-def _claims_trace(path: Path) -> bool:
-    return path.name.lower().endswith(CLAIMING_SUFFIXES)
-
-
 def scan(path: Path) -> RunFolder:
     """Classify every file under the run folder (recursively, symlink loops refused)."""
     run = RunFolder(name_text(path.name), path)
@@ -103,15 +100,15 @@ def scan(path: Path) -> RunFolder:
         rel = relative(run, file)
         if file.name == RUN_TOML and file.parent == path:
             run.run_toml = file
-        elif file.stat().st_size == 0 and _claims_trace(file):
+            continue
+        fmt, claimed = registry.recognise(file, read_head)
+        if claimed and file.stat().st_size == 0:
             raise InputError(file, "file is empty", None,
-                             "re-export the trace from the profiler, or remove the file")
-        elif _claims_trace(file) or looks_like_trace(head := read_head(file)):
-            run.traces.append(file)
-        elif file.name.endswith(".ncu-rep") or looks_like_ncu(head):
-            run.ncu.append(file)
+                             "re-export it from the profiler, or remove the file")
+        if fmt is None:
+            run.skipped.append((rel, _unrecognised(file)))
         else:
-            run.skipped.append((rel, "not a recognised profiler output"))
+            run.inputs.append((file, fmt))
     _not_regular(run, others)
     return run
 
@@ -120,9 +117,20 @@ def _not_regular(run: RunFolder, others: list[Path]) -> None:
     """Dangling symlinks and special files: refused if they claim a trace, else skipped."""
     for entry in others:
         what = "dangling or looping symlink" if entry.is_symlink() else "not a regular file"
-        if _claims_trace(entry) or entry.name.endswith(".ncu-rep"):
+        if registry.claims_any(entry.name):
             raise InputError(entry, what, None, "restore the file it points to, or remove it")
         run.skipped.append((relative(run, entry), what))
+
+
+def _unrecognised(file: Path) -> str:
+    """Why a file is not profiler output, in words a user can act on."""
+    head = read_head(file)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head:
+        return "empty file"
+    if text[:1] in (b"{", b"["):
+        return "JSON that no registered format recognises (etl formats lists them)"
+    return "not a recognised profiler output (etl formats lists what is read)"
 
 
 def _refuse_equal_texts(root: Path, files: list[Path]) -> None:

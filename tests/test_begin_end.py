@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from etl.extract.kineto import read_trace
-from etl.trace_tables import SourceTables, build
+from etl.extract.kineto.reader import read_trace
+from etl.extract.kineto.tables import SourceTables, build
 from tests.conftest import Raw, event, kernel, launch, us, write_trace
 from tests.test_pipeline import assert_same_as_in_memory, run_pipeline
 

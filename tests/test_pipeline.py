@@ -9,9 +9,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from etl.extract.kineto import read_trace
-from etl.trace_pipeline import PipelineOptions, Sinks, SourceResult, ingest_trace
-from etl.trace_tables import build
+from etl.extract.kineto.reader import read_trace
+from etl.extract.kineto.pipeline import SourceResult, ingest_trace
+from etl.extract.trace_role import PipelineOptions, Sinks
+from etl.extract.kineto.tables import build
 from tests.conftest import CORPUS, corpus_path, event, kernel, launch, step, write_trace
 
 TRACES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.json.gz")) or [
@@ -148,7 +149,7 @@ def test_hand_checked_links(tmp_path: Path) -> None:
 
 def test_partitioned_kernel_join_gives_the_same_tables(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from etl import kernel_join
+    from etl.extract.kineto import kernel_join
 
     monkeypatch.setattr(kernel_join, "PART_ROWS", 500)  # dozens of partitions
     path = corpus_path("hta/trace_diff/control/control.json.gz")

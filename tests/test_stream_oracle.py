@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from etl.extract.kineto import _read_whole, read_trace
+from etl.extract.kineto.reader import _read_whole, read_trace
 from etl.extract.rawio import read_all
-from etl.trace_tables import build
+from etl.extract.kineto.tables import build
 from tests.conftest import CORPUS, corpus_path, event, kernel, launch, step, write_trace
 
 TRACES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.json.gz")) or [

@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from etl.match import names
+from etl import kernel_names as names
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -13,8 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from etl.extract.ncu_common import catalog, ncu_schema, read_ncu
-from etl.ncu_catalog import (
+from etl.extract.ncu.common import catalog, ncu_schema
+from etl.extract.ncu.tables import read_ncu
+from etl.extract.ncu.levels import (
     FORMS,
     arch_entry,
     arch_names,

@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 
 from etl.errors import InputError
-from etl.extract.ncu_common import (
+from etl.extract.ncu.common import (
     NcuExport,
     UnknownUnit,
     convert_unit,
-    looks_like_ncu,
     name_forms,
     ncu_schema,
     parse_number,
-    read_ncu,
     unit_table,
 )
+from etl.extract.ncu import looks_like_ncu
+from etl.extract.ncu.tables import read_ncu
 from etl.schema import conform
 
 from tests.conftest import corpus_path
@@ -50,7 +50,7 @@ def only(exports: list[NcuExport]) -> NcuExport:
 
 # ---- the oracle: a naive reading with csv + Decimal, sharing no code with etl/ -----------
 
-# Written from ncu's unit spellings, independently of etl/extract/ncu_units.toml.
+# Written from ncu's unit spellings, independently of etl/extract/ncu/units.toml.
 ORACLE_FACTORS = {
     "byte": 1, "cycle": 1, "inst": 1, "cycle/second": 1, "nsecond": 1, "usecond": 1000,
     "msecond": 10**6, "Mbyte": 10**6, "Kbyte": 1000, "cycle/nsecond": 10**9, "Ghz": 10**9,
@@ -309,11 +309,11 @@ BROKEN = {
     "ncu_details_csv-no-metric-columns.csv": ("line 1 (header)", "header has no metric columns"),
     "ncu_details_csv-not-a-number.csv": ("line 3", "value 'four hundred' is not a number"),
     "ncu_details_csv-id-not-a-number.csv": ("line 3", "ID 'zero' is not a number"),
-    "ncu_details_csv-unknown-unit.csv": ("line 3", "unit 'fortnight' is not in ncu_units.toml"),
+    "ncu_details_csv-unknown-unit.csv": ("line 3", "unit 'fortnight' is not in etl/extract/ncu/units.toml"),
     "ncu_raw_csv-no-units-row.csv": ("line 2", "raw page without its units row"),
     "ncu_raw_csv-no-metric-columns.csv": ("line 1 (header)", "header has no metric columns"),
     "ncu_raw_csv-unknown-unit.csv": ("line 2, column 'gpu__time_duration.sum'",
-                                     "unit 'jiffy' is not in ncu_units.toml"),
+                                     "unit 'jiffy' is not in etl/extract/ncu/units.toml"),
     "ncu_text-page.txt": ("line 6", "ncu --import ncu_text-page.ncu-rep --csv --page raw > "
                           "ncu_text-page.csv"),
 }

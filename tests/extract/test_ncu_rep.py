@@ -12,14 +12,14 @@ import pyarrow.compute as pc
 import pytest
 
 from etl.errors import InputError
-from etl.extract.ncu_common import (
+from etl.extract.ncu.common import (
     NcuExport,
     catalog,
     name_forms,
     ncu_schema,
-    read_ncu,
 )
-from etl.ncu_catalog import arch_entry, kernel_levels, level_names
+from etl.extract.ncu.tables import read_ncu
+from etl.extract.ncu.levels import arch_entry, kernel_levels, level_names
 
 from tests.conftest import corpus_path
 
@@ -174,7 +174,7 @@ KNOWN_DISAGREEMENTS = {
 @pytest.mark.parametrize("name", sorted(REPORTS))
 def test_every_present_candidate_of_a_quantity_agrees(name: str) -> None:
     """Each quantity recomputed from every one of its present counters alone is the same."""
-    from etl.ncu_catalog import resolve_quantities
+    from etl.extract.ncu.levels import resolve_quantities
 
     export = read_one(name)
     entry = arch_entry(REPORTS[name][1])

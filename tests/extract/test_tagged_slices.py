@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from etl.extract import kineto
+from etl.extract.kineto import reader as kineto
 
 KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,
           "args": {"correlation": 5, "device": 0, "stream": 7, "grid": [1, 2, 3],

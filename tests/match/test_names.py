@@ -6,7 +6,7 @@ import glob
 
 import pytest
 
-from etl.match.names import keys_of, mangled_base, name_similarity, strip_parameters
+from etl.kernel_names import keys_of, mangled_base, name_similarity, strip_parameters
 from tests.conftest import CORPUS
 from tests.match import synth
 

@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,27 +33,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl import link
-from etl.extract.kineto import SLICE_BYTES, Anomaly, TraceInfo, stream_trace
-from etl.kernel_join import join_kernels, release_memory
+from etl.extract.kineto.reader import Anomaly, TraceInfo, stream_trace
+from etl.extract.trace_role import PipelineOptions, Sinks, Writer
+from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.rawio import is_gzip, slice_checksum
-from etl.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range, spill_table,
-                             spill_text)
-from etl.trace_tables import (Step, _anomaly_table, _devices_table, iterations_table,
-                              BeginEndSweep, thread_keys)
+from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
+                                           spill_table, spill_text)
+from etl.extract.kineto.tables import (BeginEndSweep, Step, _anomaly_table, _devices_table,
+                                      iterations_table, thread_keys)
 
-CHUNK_ROWS = 1 << 16          # host rows linked at once (~300 bytes each with their names)
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
-Writer = Callable[[pa.Table], None]
-
-
-@dataclass
-class Sinks:
-    """Where finished rows go (the run's table writers)."""
-
-    host_events: Writer
-    kernels: Writer
-    anomalies: Writer
-    end_of_host_events: Callable[[], None] = lambda: None  # lets buffers be written out
 
 
 @dataclass
@@ -65,15 +54,6 @@ class SourceResult:
     gpu_names: list[str]
     kernels: int = 0
     anomalies: int = 0
-
-
-@dataclass
-class PipelineOptions:
-    salvage: bool = False
-    workers: int = 1              # slice-decoding processes (1: decode here)
-    slice_bytes: int = SLICE_BYTES
-    chunk_rows: int = CHUNK_ROWS
-    threads: int = 2              # DuckDB threads
 
 
 def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Path,

@@ -5,8 +5,8 @@ and a long `metrics` table (one row per launch and metric, value in a canonical 
 reported text and unit kept verbatim). The format readers live beside this module:
 `ncu_csv` (details page, raw page; refuses the human-readable page) and `ncu_rep` (binary
 report through NVIDIA's optional `ncu_report` package). Unit spellings are data
-(`ncu_units.toml`), and so is which metric fills which kernel column (`[kernel_fields]` of
-`ncu_metrics.toml`).
+(`units.toml`), and so is which metric fills which kernel column (`[kernel_fields]` of
+`metrics.toml`).
 """
 from __future__ import annotations
 
@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etl.errors import InputError, name_text
-from etl.extract.rawio import read_head
-from etl.match.names import keys_of, mangled_base
+from etl.kernel_names import keys_of, mangled_base
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-UNITS_FILE = Path(__file__).with_name("ncu_units.toml")
-CATALOG_FILE = Path(__file__).with_name("ncu_metrics.toml")
-REP_MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep in ../shared/corpus/ncu
+UNITS_FILE = Path(__file__).with_name("units.toml")
+CATALOG_FILE = Path(__file__).with_name("metrics.toml")
 EXTRA_HINT = "pip install 'gpu-util-warehouse[ncu]'"
 Anomaly = tuple[str, int | None, str]
 
@@ -57,7 +55,7 @@ def catalog() -> dict[str, Any]:
 
 
 class UnknownUnit(ValueError):
-    """A unit spelling missing from ncu_units.toml."""
+    """A unit spelling missing from units.toml."""
 
 
 @cache
@@ -73,7 +71,7 @@ def convert_unit(reported: str) -> tuple[str | None, Decimal]:
         top, bottom = table["units"][num], table["per"][den]
         name = f"{top['unit'] or '1'}/{bottom['unit']}"
         return table["renamed"].get(name, name), Decimal(top["factor"]) * Decimal(bottom["factor"])
-    raise UnknownUnit(f"unit {reported!r} is not in {UNITS_FILE.name}")
+    raise UnknownUnit(f"unit {reported!r} is not in etl/extract/ncu/{UNITS_FILE.name}")
 
 
 # ---- values -----------------------------------------------------------------------------
@@ -116,7 +114,7 @@ def parse_dims(text: str | None) -> tuple[int, int, int] | None:
 def name_forms(name: str | None) -> tuple[str | None, str | None, str | None]:
     """(demangled, mangled, base) derivable from one reported kernel name.
 
-    The base is the matcher's (etl/match/names.py), so the stored base_name is the key the
+    The base is the matcher's (etl/kernel_names.py), so the stored base_name is the key the
     matching compares: from a mangled name ("_Z...") the Itanium source name of the
     function; from a demangled signature ("void ns::k<int>(float *)") the name without
     return type, scopes, template arguments and parameters; a bare identifier is its own
@@ -157,7 +155,7 @@ class MetricRows:
             return convert_unit(reported)
         except UnknownUnit as exc:
             raise InputError(self.path, str(exc), place,
-                             f"add the spelling to etl/extract/{UNITS_FILE.name} "
+                             f"add the spelling to etl/extract/ncu/{UNITS_FILE.name} "
                              "(canonical unit and factor)") from None
 
     def value(self, ncu_id: int, name: str, text: str | None, unit: str | None,
@@ -186,6 +184,7 @@ class NcuExport:
     kernels: pa.Table
     metrics: pa.Table
     anomalies: list[Anomaly]
+    path_rows: list[int] = field(default_factory=list)  # metric rows read, per path
 
 
 def ncu_schema(table: str) -> pa.Schema:
@@ -209,7 +208,8 @@ def build_export(paths: list[Path], fmt: str, kernels: dict[int, dict[str, Any]]
     rows = [kernels[k] for k in sorted(kernels)]
     kernel_table = pa.table({c: [r.get(c) for r in rows] for c in KERNEL_COLUMNS},
                             schema=ncu_schema("ncu_kernels"))
-    return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + metrics.anomalies)
+    return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + metrics.anomalies,
+                     [metric_table.num_rows] if len(paths) == 1 else [])
 
 
 def fill_kernels_from_metrics(kernels: dict[int, dict[str, Any]], metrics: pa.Table) -> None:
@@ -258,51 +258,6 @@ def _finish_kernel(row: dict[str, Any]) -> None:
                             ("kernel_name_mangled", mangled), ("kernel_base_name", base)):
         if row.get(column) is None:
             row[column] = derived
-
-
-# ---- sniffing and the public entry point ------------------------------------------------
-
-_CSV_HEADER = re.compile(rb'(?m)^"ID","Process ID","Process Name"[^\r\n]*')
-_TEXT_SECTION = re.compile(rb"(?m)^ {4}Section: \S")
-_TEXT_RULE = re.compile(rb"(?m)^ {4}-{3,} -{3,}")
-
-
-def looks_like_ncu(head: bytes) -> str | None:
-    """Which ncu export the first 64 KiB of a file are, or None.
-
-    "ncu_rep" (binary report, magic NVR\\0), "ncu_details_csv" (long: Section/Metric
-    Name/Unit/Value columns), "ncu_raw_csv" (wide: one column per metric, units row), or
-    "ncu_text" (the human-readable page, which is refused with the command that exports CSV).
-    """
-    if head.startswith(REP_MAGIC):
-        return "ncu_rep"
-    header = _CSV_HEADER.search(head.replace(b"\xef\xbb\xbf", b"", 1))
-    if header:
-        line = header.group()
-        details = (b'"Metric Name"', b'"Metric Value"', b'"Section Name"', b'"Metric Unit"')
-        return "ncu_details_csv" if any(c in line for c in details) else "ncu_raw_csv"
-    if _TEXT_SECTION.search(head) and _TEXT_RULE.search(head):
-        return "ncu_text"
-    return None
-
-
-def read_ncu(paths: list[Path]) -> list[NcuExport]:
-    """Read the ncu files of ONE run folder; one-metric-per-file details exports of one
-    session (same IDs, kernel names and process name, disjoint metrics) become one export."""
-    from etl.extract import ncu_csv, ncu_rep
-
-    exports = []
-    for path in sorted(paths):
-        kind = looks_like_ncu(read_head(path))
-        if kind == "ncu_rep":
-            exports.append(ncu_rep.read_rep(path))
-        elif kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
-            exports.append(ncu_csv.read_csv_export(path, kind))
-        else:
-            raise InputError(path, "not an Nsight Compute export (no CSV header "
-                             '"ID","Process ID",..., no report magic)', None,
-                             "pass only ncu outputs: --csv stdout, --page raw CSV or .ncu-rep")
-    return merge_split_exports(exports)
 
 
 # ---- merging one-metric-per-file exports ------------------------------------------------
@@ -377,7 +332,8 @@ def _merge(a: NcuExport, b: NcuExport) -> NcuExport:
     kernels = pa.Table.from_pylist(left, schema=a.kernels.schema)
     metrics = pa.concat_tables([a.metrics, b.metrics]).sort_by(
         [("ncu_id", "ascending")])
-    return NcuExport(a.paths + b.paths, a.format, kernels, metrics, anomalies)
+    return NcuExport(a.paths + b.paths, a.format, kernels, metrics, anomalies,
+                     a.path_rows + b.path_rows)
 
 
 def _agree(x: Any, y: Any) -> Any:

@@ -1,14 +1,21 @@
 """The Nsight Compute part of a run: exports → ncu_kernels, ncu_metrics, ncu_levels.
 
-Levels are computed here, at ingest, because which counters give a quantity is decided by
-the metric catalog (data, per architecture); the SQL view reads the stored result.
+This is the reader every ncu format registers (etl/extract/ncu/__init__.py): it is called
+once with all the run's ncu files, because one-metric-per-file exports of one session
+merge into one export. Levels are computed here, at ingest, because which counters give a
+quantity is decided by the metric catalog (data, per architecture); the SQL view reads the
+stored result.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from etl.runfolder import RunFolder, relative
+from etl.errors import InputError
+from etl.extract.ncu import looks_like_ncu
+from etl.extract.ncu.common import NcuExport, merge_split_exports
+from etl.extract.rawio import read_head
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -18,15 +25,32 @@ if TYPE_CHECKING:
 class NcuPart:
     tables: dict[str, pa.Table]       # ncu_kernels, ncu_metrics, ncu_levels (no run_id yet)
     anomalies: pa.Table               # rows for the anomalies table (no run_id yet)
-    sources: list[dict[str, Any]]     # runs.ncu_sources entries
+    sources: list[dict[str, Any]]     # one per file: path, format, rows, ncu_source_id
 
 
-def extract_ncu(run: RunFolder, devices: pa.Table | None, dims: dict[str, Any]) -> NcuPart:
+def read_ncu(paths: list[Path]) -> list[NcuExport]:
+    """Read the ncu files of ONE run folder; one-metric-per-file details exports of one
+    session (same IDs, kernel names and process name, disjoint metrics) become one export."""
+    from etl.extract.ncu import csv_export, rep_export
+
+    exports = []
+    for path in sorted(paths):
+        kind = looks_like_ncu(read_head(path))
+        if kind == "ncu_rep":
+            exports.append(rep_export.read_rep(path))
+        elif kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
+            exports.append(csv_export.read_csv_export(path, kind))
+        else:
+            raise InputError(path, "not an Nsight Compute export (no CSV header "
+                             '"ID","Process ID",..., no report magic)', None,
+                             "pass only ncu outputs: --csv stdout, --page raw CSV or .ncu-rep")
+    return merge_split_exports(exports)
+
+
+def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any]) -> NcuPart:
     import pyarrow as pa
 
-    from etl.extract.ncu_common import read_ncu
-
-    exports = read_ncu(run.ncu) if run.ncu else []
+    exports = read_ncu(paths)
     arch, sm_count = _hints(devices, dims)
     parts: dict[str, list[pa.Table]] = {"ncu_kernels": [], "ncu_metrics": [], "ncu_levels": []}
     anomalies, sources = [], []
@@ -36,17 +60,21 @@ def extract_ncu(run: RunFolder, devices: pa.Table | None, dims: dict[str, Any]) 
                             ("ncu_levels", levels)):
             parts[name].append(_with_source(table, ncu_source_id))
         anomalies.append(_anomalies(export.anomalies, ncu_source_id))
-        sources.append({"ncu_source_id": ncu_source_id, "format": export.format,
-                        "paths": [relative(run, p) for p in export.paths],
-                        "kernels": export.kernels.num_rows,
-                        "metrics": export.metrics.num_rows})
+        sources.extend(_file_entries(export, ncu_source_id))
     tables = {name: pa.concat_tables(p) if p else _empty(name) for name, p in parts.items()}
     return NcuPart(tables, pa.concat_tables(anomalies) if anomalies else _anomalies([], 0),
                    sources)
 
 
+def _file_entries(export: NcuExport, ncu_source_id: int) -> list[dict[str, Any]]:
+    rows = export.path_rows if len(export.path_rows) == len(export.paths) else [
+        export.metrics.num_rows if len(export.paths) == 1 else None for _ in export.paths]
+    return [{"path": path, "format": export.format, "rows": n, "ncu_source_id": ncu_source_id}
+            for path, n in zip(export.paths, rows)]
+
+
 def _levels(export: Any, arch: str | None, sm_count: int | None) -> pa.Table:
-    from etl.ncu_catalog import kernel_levels
+    from etl.extract.ncu.levels import kernel_levels
 
     return kernel_levels(export.metrics, export.kernels, arch, sm_count)
 
@@ -54,7 +82,7 @@ def _levels(export: Any, arch: str | None, sm_count: int | None) -> pa.Table:
 def _hints(devices: pa.Table | None, dims: dict[str, Any]) -> tuple[str | None, int | None]:
     """Architecture and SM count of the run's GPUs when the traces agree on one; run.toml's
     sm_count otherwise (an export's own values always win, in kernel_levels)."""
-    from etl.ncu_catalog import arch_from_cc
+    from etl.extract.ncu.levels import arch_from_cc
 
     arch = sm = None
     if devices is not None and devices.num_rows:

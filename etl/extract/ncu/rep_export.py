@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
-from etl.extract.ncu_common import EXTRA_HINT, Anomaly, MetricRows, NcuExport, build_export
+from etl.extract.ncu.common import EXTRA_HINT, Anomaly, MetricRows, NcuExport, build_export
 
 
 def read_rep(path: Path) -> NcuExport:

@@ -1,4 +1,4 @@
-"""The Nsight Compute metric catalog (etl/extract/ncu_metrics.toml) and per-kernel levels.
+"""The Nsight Compute metric catalog (etl/extract/ncu/metrics.toml) and per-kernel levels.
 
 The catalog says, per architecture, which counters give each quantity of the multi-level
 method (Delestrac et al., DATE 2024, Table I) in order of preference, and the form of each
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from etl.extract.ncu_common import catalog
+from etl.extract.ncu.common import catalog
 
 if TYPE_CHECKING:
     import pyarrow as pa

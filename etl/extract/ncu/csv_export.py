@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
-from etl.extract.ncu_common import (
+from etl.extract.ncu.common import (
     Anomaly,
     MetricRows,
     NcuExport,
@@ -256,5 +256,5 @@ def _units_row(path: Path, header: list[str], index: dict[str, int], rows: Rows)
             convert_unit(unit)
         except ValueError as exc:
             raise InputError(path, str(exc), f"line {line}, column {name!r}",
-                             "add the spelling to etl/extract/ncu_units.toml") from None
+                             "add the spelling to etl/extract/ncu/units.toml") from None
     return units

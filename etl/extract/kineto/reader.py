@@ -2,7 +2,7 @@
 
 The file is streamed: decompressed in blocks, its `traceEvents` array cut into slices of
 ~16 MiB (jsonslice.py), each slice decoded with msgspec typed structs generated from
-`kineto_fields.toml` and turned into Arrow columns at once, so memory follows the slice,
+`fields.toml` and turned into Arrow columns at once, so memory follows the slice,
 not the file. Only the needed fields are materialised; `ts`/`dur` stay raw text until they
 are converted in bulk to exact integer nanoseconds. A slice whose fields have unexpected
 types is decoded again leniently, event by event, and every oddity is recorded as an
@@ -28,14 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.errors import InputError
+from etl.extract.registry import NotThisFormat
 from etl.extract.jsonslice import ArraySlicer, Malformed, NotStreamable, Truncated
 from etl.extract.rawio import BlockReader, read_all
 from etl.extract.timeconv import us_texts_to_ns
+from etl.extract.trace_role import SLICE_BYTES
 
-SLICE_BYTES = 16 << 20
 Anomaly = tuple[str, int | None, str]
 
-FIELDS_FILE = Path(__file__).with_name("kineto_fields.toml")
+FIELDS_FILE = Path(__file__).with_name("fields.toml")
 ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_thread",
                "shared_memory_bytes", "bytes")
 DIM_COLUMNS = ("grid", "block")
@@ -105,7 +106,7 @@ def _tagged_decoder() -> tuple[msgspec.json.Decoder, dict[type, str]]:
     return msgspec.json.Decoder(list[event]), kept  # type: ignore[valid-type]
 
 
-class NotATrace(Exception):
+class NotATrace(NotThisFormat):
     """Valid JSON that is not a trace (a config.json): the file is skipped, not refused."""
 
 
@@ -139,14 +140,6 @@ class KinetoTrace:
     display_time_unit: str | None
     anomalies: list[Anomaly]
     truncated: bool = False   # salvaged: the file ended early, complete events kept
-
-
-def looks_like_trace(head: bytes) -> bool:
-    """Content sniffing: a Chrome-trace object or a bare array of trace events."""
-    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text.startswith(b"{"):
-        return b'"traceEvents"' in text or b'"schemaVersion"' in text
-    return text.startswith(b"[") and b'"ph"' in text[:4096]
 
 
 def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
@@ -400,12 +393,13 @@ def _read_whole(path: Path, data: bytes) -> KinetoTrace:
     try:
         doc = _guarded(path, 0, typed.decode, data)
     except UnicodeDecodeError as exc:
-        anomalies: list[Anomaly] = []
-        trace = _read_whole(path, _replace_invalid_utf8(data, 0, exc, anomalies))
-        trace.anomalies[:0] = anomalies
-        return trace
+        return _reread_valid_utf8(path, data, exc)
     except msgspec.ValidationError:
-        return _read_lenient(path, _guarded(path, 0, _decode_any_of(path, lenient), data))
+        try:  # the lenient decoder may meet a byte that is not UTF-8 the typed one skipped
+            whole = _guarded(path, 0, _decode_any_of(path, lenient), data)
+        except UnicodeDecodeError as exc:
+            return _reread_valid_utf8(path, data, exc)
+        return _read_lenient(path, whole)
     except msgspec.DecodeError as exc:
         raise _decode_error(path, data, exc) from None
     events = doc if isinstance(doc, list) else doc.traceEvents
@@ -414,6 +408,13 @@ def _read_whole(path: Path, data: bytes) -> KinetoTrace:
     found: list[Anomaly] = []
     table = _batch(_typed_columns(events, 0), found)
     return _finish(path, table, len(events), header, found)
+
+
+def _reread_valid_utf8(path: Path, data: bytes, exc: UnicodeDecodeError) -> KinetoTrace:
+    anomalies: list[Anomaly] = []
+    trace = _read_whole(path, _replace_invalid_utf8(data, 0, exc, anomalies))
+    trace.anomalies[:0] = anomalies
+    return trace
 
 
 def _decode_any_of(path: Path, decoder: msgspec.json.Decoder) -> Any:
@@ -617,11 +618,15 @@ def _text(value: Any) -> str | None:
 
 
 def _number_text(value: Any) -> bytes:
-    """Back to the JSON text the fast path sees; non-numbers become quoted text (flagged)."""
+    """Back to the JSON text the fast path sees (non-numbers are flagged there): a list
+    stays `[]`, a string `"x"`, so both paths word the anomaly alike."""
     if value is None:
         return b""
     if isinstance(value, bool) or not isinstance(value, (int, decimal.Decimal)):
-        return b'"' + str(value).encode("utf-8", "replace")[:60] + b'"'
+        try:
+            return msgspec.json.encode(value)[:200]
+        except (TypeError, ValueError, OverflowError):  # lone surrogates, odd objects
+            return b'"' + str(value).encode("utf-8", "replace")[:60] + b'"'
     return str(value).encode()
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl import link
-from etl.extract.kineto import KinetoTrace, field_map
+from etl.extract.kineto.reader import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
 HOST_COLUMNS = ["event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid",

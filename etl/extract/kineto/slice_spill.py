@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto import Anomaly, SliceText, decode_slice, field_map
+from etl.extract.kineto.reader import Anomaly, SliceText, decode_slice, field_map
 from etl.extract.rawio import read_slice
-from etl.trace_tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
+from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
                               split_begin_end)
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small

@@ -1,0 +1,75 @@
+"""Nsight Compute exports: per-kernel counters → ncu_kernels, ncu_metrics, ncu_levels.
+
+common.py holds the shared model (units, kernel identity, merging one-metric-per-file
+exports), csv_export.py and rep_export.py the readers, levels.py the metric catalog
+(metrics.toml) and the paper's levels, tables.py the transform to the run's tables. This
+module stays light: run-folder scanning imports it to sniff.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from etl.extract.registry import Format
+
+REP_MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep in ../shared/corpus/ncu
+_CSV_HEADER = re.compile(rb'(?m)^"ID","Process ID","Process Name"[^\r\n]*')
+_TEXT_SECTION = re.compile(rb"(?m)^ {4}Section: \S")
+_TEXT_RULE = re.compile(rb"(?m)^ {4}-{3,} -{3,}")
+READER = "etl.extract.ncu.tables:extract_ncu"
+FILLS = ("ncu_kernels", "ncu_metrics", "ncu_levels", "kernel_match", "anomalies")
+
+
+def looks_like_ncu(head: bytes) -> str | None:
+    """Which ncu export the first 64 KiB of a file are, or None.
+
+    "ncu_rep" (binary report, magic NVR\\0), "ncu_details_csv" (long: Section/Metric
+    Name/Unit/Value columns), "ncu_raw_csv" (wide: one column per metric, units row), or
+    "ncu_text" (the human-readable page, which is refused with the command that exports CSV).
+    """
+    if head.startswith(REP_MAGIC):
+        return "ncu_rep"
+    header = _CSV_HEADER.search(head.replace(b"\xef\xbb\xbf", b"", 1))
+    if header:
+        line = header.group()
+        details = (b'"Metric Name"', b'"Metric Value"', b'"Section Name"', b'"Metric Unit"')
+        return "ncu_details_csv" if any(c in line for c in details) else "ncu_raw_csv"
+    if _TEXT_SECTION.search(head) and _TEXT_RULE.search(head):
+        return "ncu_text"
+    return None
+
+
+def _is(kind: str) -> Callable[[bytes], bool]:
+    def sniff(head: bytes) -> bool:
+        return looks_like_ncu(head) == kind
+    sniff.__name__ = f"looks_like_{kind}"
+    return sniff
+
+
+FORMATS = (
+    Format(
+        name="ncu_rep", family="ncu", role="counters",
+        reads="Nsight Compute binary report (.ncu-rep), read with NVIDIA's ncu_report "
+              "module (the [ncu] extra)",
+        recognised_by="the magic bytes NVR\\0; the name suffix .ncu-rep claims it",
+        fills=FILLS, sniff=_is("ncu_rep"), reader=READER,
+        claims=(".ncu-rep",)),
+    Format(
+        name="ncu_details_csv", family="ncu", role="counters",
+        reads="ncu --csv (details page): one row per kernel and metric, with sections",
+        recognised_by='a CSV header "ID","Process ID","Process Name",... with Metric '
+                      "Name / Metric Value columns",
+        fills=FILLS, sniff=_is("ncu_details_csv"), reader=READER),
+    Format(
+        name="ncu_raw_csv", family="ncu", role="counters",
+        reads="ncu --csv --page raw: one row per kernel, one column per metric, a units row",
+        recognised_by='a CSV header "ID","Process ID","Process Name",... without Metric '
+                      "Name columns",
+        fills=FILLS, sniff=_is("ncu_raw_csv"), reader=READER),
+    Format(
+        name="ncu_text", family="ncu", role="counters",
+        reads="ncu's human-readable page (refused: it rounds values)",
+        recognised_by="indented 'Section:' headings with dashed rules",
+        fills=(), sniff=_is("ncu_text"), reader=READER,
+        refused="export CSV instead: ncu --import REPORT.ncu-rep --csv --page raw"),
+)

@@ -1,0 +1,38 @@
+"""What every reader of the trace role is handed: the run's sinks and its options.
+
+A trace reader (registry role "trace") is called once per file as
+`reader(path, source_id, gpu_override, spill, sinks, options)` and streams its rows into
+`sinks`; the options carry the command's choices (salvage, processes, DuckDB threads) and
+the tuning of the streaming readers.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+SLICE_BYTES = 16 << 20        # JSON decoded at once by a streaming reader
+CHUNK_ROWS = 1 << 16          # host rows linked at once (~300 bytes each with their names)
+Writer = Callable[["pa.Table"], None]
+
+
+@dataclass
+class Sinks:
+    """Where finished rows go (the run's table writers)."""
+
+    host_events: Writer
+    kernels: Writer
+    anomalies: Writer
+    end_of_host_events: Callable[[], None] = lambda: None  # lets buffers be written out
+
+
+@dataclass
+class PipelineOptions:
+    salvage: bool = False         # keep the complete events of a truncated file
+    workers: int = 1              # slice-decoding processes (1: decode here)
+    slice_bytes: int = SLICE_BYTES
+    chunk_rows: int = CHUNK_ROWS
+    threads: int = 2              # DuckDB threads
