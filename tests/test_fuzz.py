@@ -7,18 +7,17 @@ trace-shaped documents, and mutations of valid traces (truncation at a random by
 flips, deleted/duplicated/swapped events, fields given another type).
 
 Examples are derandomized (no example database); hypothesis also mixes in literals of the
-local modules loaded in the process, so they vary with the tests run before. Hence every
-property is robust to the examples drawn: inputs of a known bug class (`known_bug`, each an
-xfail case of the broken corpus) are skipped with assume(), so the properties stay green
-until a new bug is found. Each property asserts it ran exactly its FUZZ_EXAMPLES count
-(tests/report_trust.py reports the sum).
+local modules loaded in the process, so they vary with the tests run before. No input is
+filtered out: the bug classes once skipped here (non-UTF-8 bytes in the header or in a
+broken string, GPU-only traces) are fixed, so every drawn example is checked. Each
+property asserts it ran exactly its FUZZ_EXAMPLES count (tests/report_trust.py reports the
+sum).
 """
 from __future__ import annotations
 
 import copy
 import gzip
 import inspect
-import json
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from etl.errors import InputError
-from etl.extract.kineto import NotATrace, field_map, read_trace
-from etl.trace_tables import build
+from etl.extract.kineto.reader import NotATrace, field_map, read_trace
+from etl.extract.kineto.tables import build
 from tests.conftest import Raw, _dump, event, kernel, launch, step
 from tests.test_tiny_trace import EVENTS as TINY_TRACE_EVENTS
 
@@ -83,46 +82,6 @@ def alarm(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def known_bug(data: bytes) -> str | None:
-    """The broken-corpus case (an xfail) whose bug class `data` falls in, if any.
-
-    Read with the stdlib, independently of the extractor. Drop a class here once its bug
-    is fixed.
-    """
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError):
-            return None  # refused by the gzip layer before any JSON is read
-    array = data.find(b'"traceEvents": [')
-    outside = data if array < 0 else data[:array] + data[data.rfind(b"]"):]
-    if any(byte >= 0x80 for byte in outside):
-        return "kineto-non-utf8-header-key.json"
-    try:
-        doc = json.loads(data.decode(errors="replace"))
-    except (ValueError, RecursionError):
-        if any(byte >= 0x80 for byte in data):
-            return "kineto-non-utf8-in-broken-string.json"
-        return None
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
-    if not isinstance(events, list):
-        return None
-    events = [e for e in events if isinstance(e, dict)]
-    tables = {_table_of(e) for e in events if e.get("ph") in ("X", "i", "I")}
-    if "gpu" in tables and "host" not in tables:
-        return "kineto-gpu-only.json"
-    return None
-
-
-def _table_of(ev: dict[str, Any]) -> str:
-    """Which table the field map sends a kept event to (host, gpu or ignore)."""
-    cat = ev.get("cat")
-    if cat is None:
-        return "host" if ev.get("ph") == "X" else "ignore"
-    entry = field_map()["categories"].get(cat if isinstance(cat, str) else str(cat))
-    return "host" if entry is None else entry["table"]
-
-
 def extract(path: Path, data: bytes, **read_options: Any) -> tuple[str, Any]:
     """("tables", SourceTables) or ("refused"|"skipped", message); anything else raises."""
     path.write_bytes(data)
@@ -159,7 +118,6 @@ def run_property(tmp_path: Path, name: str, strategy: st.SearchStrategy[bytes],
     @fuzz_settings(name)
     @given(strategy)
     def prop(data: bytes) -> None:
-        assume(known_bug(data) is None)
         ran.append(1)
         extract(path, data, **read_options)
 
@@ -272,7 +230,6 @@ def test_truncated_at_a_random_byte(tmp_path: Path) -> None:
     @fuzz_settings(name)
     @given(truncated())
     def prop(data: bytes) -> None:
-        assume(known_bug(data) is None)
         ran.append(1)
         outcome, _ = extract(tmp_path / "cut.json", data)
         assert outcome in ("refused", "skipped")  # a strict prefix is never a whole trace
@@ -321,7 +278,6 @@ def test_slicing_is_invisible(tmp_path: Path) -> None:
     @fuzz_settings(name)
     @given(edited_events() | retyped(json_values))
     def prop(data: bytes) -> None:
-        assume(known_bug(data) is None)
         ran.append(1)
         whole, whole_value = extract(tmp_path / "a.json", data)
         sliced, sliced_value = extract(tmp_path / "a.json", data, slice_bytes=64)
