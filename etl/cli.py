@@ -147,8 +147,14 @@ def compact_command(warehouse_dir: Path) -> None:
 @warehouse_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format (json: an array of objects).")
-def query(sql: str, warehouse_dir: Path, fmt: str) -> None:
+@click.option("--limit", type=click.IntRange(0), default=40, show_default=True,
+              help="Rows shown in table output (csv and json print every row).")
+@click.option("--all", "all_rows", is_flag=True, help="Show every row in table output.")
+def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool) -> None:
     """Run SQL on the warehouse (tables and views).
+
+    Table output shows the first rows and how many there are, with the columns that fit
+    the terminal (the others are named below it); csv and json print everything.
 
     \b
     Example:
@@ -158,7 +164,7 @@ def query(sql: str, warehouse_dir: Path, fmt: str) -> None:
     from etl.query import run_query
 
     columns, rows = run_query(warehouse_dir, sql)
-    report.print_rows(columns, rows, fmt)
+    report.print_rows(columns, rows, fmt, None if all_rows else limit)
     _collect_garbage(warehouse_dir)
 
 

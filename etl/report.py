@@ -85,7 +85,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> None:
+def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str,
+               limit: int | None = None) -> None:
+    """Rows as json, csv (every row, every digit) or a table (the first `limit` rows)."""
     if fmt == "json":
         json.dump([dict(zip(columns, map(_plain, row))) for row in rows], sys.stdout)
         sys.stdout.write("\n")
@@ -94,17 +96,14 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str) -> Non
         writer.writerow(columns)
         writer.writerows([["" if v is None else _plain(v) for v in row] for row in rows])
     else:
-        _rich_rows(columns, rows)
+        _table_rows(columns, rows, limit)
 
 
-def _rich_rows(columns: list[str], rows: list[tuple[Any, ...]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _table_rows(columns: list[str], rows: list[tuple[Any, ...]], limit: int | None) -> None:
+    import shutil
 
-    table = Table(show_lines=False)
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*["NULL" if v is None else str(_plain(v)) for v in row])
-    Console(width=max(120, 16 * len(columns))).print(table)
-    print(f"({len(rows)} rows)")
+    from etl.plain_table import render
+
+    width = shutil.get_terminal_size((120, 24)).columns
+    shown = rows if limit is None else rows[:limit]
+    sys.stdout.write("\n".join(render(columns, shown, len(rows), width)) + "\n")

@@ -129,8 +129,8 @@ def _unrecognised(file: Path) -> str:
     if not head:
         return "empty file"
     if text[:1] in (b"{", b"["):
-        return "JSON that no registered format recognises (etl formats lists them)"
-    return "not a recognised profiler output (etl formats lists what is read)"
+        return "JSON that no registered format recognises"
+    return "not a recognised profiler output"
 
 
 def _refuse_equal_texts(root: Path, files: list[Path]) -> None:

@@ -45,7 +45,7 @@ def test_query_formats(tmp_path: Path, runs_dir: Path) -> None:
                   str(tmp_path / "wh"), "--format", "csv")
     assert csv_out.stdout.splitlines() == ["iteration,busy_ns", "1,40000"]
     table = cli("query", "SELECT 1 AS x", "--warehouse", str(tmp_path / "wh"))
-    assert "(1 rows)" in table.stdout
+    assert table.stdout.splitlines()[-1] == "(1 row)"
     bad = cli("query", "SELECT nope FROM kernels", "--warehouse", str(tmp_path / "wh"))
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("error: query failed")

@@ -1,0 +1,62 @@
+"""Table output of `etl query`: the first rows, the total, the columns that fit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from etl.plain_table import cell_text, render
+from tests.conftest import cli
+
+
+@pytest.mark.parametrize("value,text", [
+    (0.123456789, "0.123457"), (123456.789, "123457"), (123450.0, "123450.0"),
+    (0.5, "0.5"), (2.0, "2.0"), (1e-7, "1.00000e-07"), (None, "NULL"), (-0.0381, "-0.0381"),
+    (1234567.5, "1234568"), ("a\nb", "a\\nb"),
+])
+def test_cells(value: object, text: str) -> None:
+    assert cell_text(value) == text
+
+
+class Counted:
+    """A value that counts how often it is turned into text."""
+
+    calls = 0
+
+    def __str__(self) -> str:
+        Counted.calls += 1
+        return "x"
+
+
+def test_only_the_shown_rows_are_formatted() -> None:
+    from etl import report
+
+    rows = [(Counted(), Counted()) for _ in range(50_000)]
+    Counted.calls = 0
+    report.print_rows(["a", "b"], rows, "table", limit=40)
+    assert Counted.calls == 80
+
+
+def test_footer_and_elided_columns() -> None:
+    columns = ["run_name", "a_long_column_name", "b", "c"]
+    rows = [("r1", 1.5, 2, "x" * 60), ("r2", None, 3, "y")]
+    lines = render(columns, rows, total=1000, width=40)
+    assert lines[0].split() == ["run_name", "a_long_column_name", "b"]
+    assert lines[2].split() == ["r1", "1.5", "2"] and lines[3].split() == ["r2", "NULL", "3"]
+    assert lines[4] == "(1,000 rows, first 2 shown; --limit N or --all for more)"
+    assert lines[5].startswith("1 column(s) not shown to fit 40 characters: c ")
+    assert all(len(line) <= 40 for line in lines[:4])
+
+
+def test_etl_query_limits_table_output(tmp_path: Path) -> None:
+    sql = "SELECT range AS i, range / 3 AS third FROM range(100)"
+    assert cli("views", "--warehouse", str(tmp_path / "wh")).returncode == 0
+    out = cli("query", sql, "--warehouse", str(tmp_path / "wh"), env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 + 40 + 1 and lines[-1].startswith("(100 rows, first 40 shown")
+    assert lines[3].split() == ["1", "0.333333"]
+    every = cli("query", sql, "--all", "--warehouse", str(tmp_path / "wh"))
+    assert every.stdout.splitlines()[-1] == "(100 rows)"
+    csv = cli("query", sql, "--format", "csv", "--warehouse", str(tmp_path / "wh"))
+    assert csv.stdout.splitlines()[2] == "1,0.3333333333333333"
