@@ -72,16 +72,26 @@ def main(ctx: click.Context, debug: bool) -> None:
                    "truncated) instead of refusing the run.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=lambda: min(2, os.cpu_count()
               or 1), show_default="min(2, CPUs)", help="Run folders extracted in parallel.")
+@click.option("--prefix", is_flag=True, help="Name each run by its path from the given "
+              "folder's parent (hta/trace_diff/control) instead of its folder name.")
+@click.option("--name", "run_name", default=None, help="The run's name (one run folder only).")
+@click.option("--replace", is_flag=True, help="Let a run replace the warehouse's run of the "
+              "same name that was ingested from another folder.")
 @click.pass_context
 def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
-           jobs: int) -> None:
+           jobs: int, prefix: bool, run_name: str | None, replace: bool) -> None:
     """Ingest run folders (or folders of run folders) into the warehouse.
+
+    A run folder directly holds profiler files (or run.toml); its sub-folders belong to
+    it. A folder whose profiler files are only in sub-folders is a parent, and each
+    sub-folder is a run. A run's name is its folder's name (see --prefix, --name);
+    ingesting it again replaces that run, and is a no-op when its files are unchanged. A
+    name already taken by a run from another folder is refused unless --replace.
 
     \b
     Example:
       etl ingest runs/ --warehouse warehouse/
-    A run folder's name is its run name; ingesting it again replaces that run, and is a
-    no-op when its files are unchanged.
+      etl ingest corpus/hta --prefix
     """
     from etl import report
     from etl.ingest import Options, ingest_all
@@ -90,9 +100,9 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, sal
     from etl.warehouse import Warehouse
 
     warehouse = Warehouse.at(warehouse_dir)
-    folders = find_run_folders(list(paths))
+    folders = find_run_folders(list(paths), prefix, run_name)
     with report.progress(len(folders)) as advance:
-        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs)
+        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs, replace=replace)
         results = ingest_all(folders, warehouse, options, on_done=advance)
     if not ensure_views(warehouse):
         click.echo(f"warning: {warehouse.database} is open in another process; views were "

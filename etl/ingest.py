@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,9 @@ from etl import __version__
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
 from etl.match_stage import match_run
-from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
+from etl.errors import name_text
+from etl.runfolder import (RunFolder, RunTarget, read_run_toml, relative, run_id_for, scan,
+                           sha256_file)
 from etl.warehouse import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
@@ -59,6 +61,7 @@ class Options:
     debug: bool = False     # let exceptions through (tracebacks) instead of one-line errors
     salvage: bool = False   # keep the complete events of truncated traces
     jobs: int = 1           # run folders extracted in parallel processes
+    replace: bool = False   # a run name may replace a run ingested from another folder
     slice_workers: int = 1  # processes decoding one big trace (when runs are not parallel)
     parallel_bytes: int = PARALLEL_BYTES
 
@@ -72,40 +75,42 @@ class Prepared:
     runs_row: Any = None
 
 
-def prepare_folder(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
+def prepare_folder(folder: Path | RunTarget, warehouse: Warehouse, options: Options
+                   ) -> Prepared:
     """Extract and stage one run folder; input problems become a refused result."""
+    target = folder if isinstance(folder, RunTarget) else RunTarget(folder, name_text(folder.name))
     started = time.perf_counter()
     try:
-        prepared = _prepare(folder, warehouse, options)
+        prepared = _prepare(target, warehouse, options)
     except EtlError as exc:
         if options.debug:
             raise
         if isinstance(exc, InputError):
-            exc.path = _display_path(folder, exc.path)
+            exc.path = _display_path(target, exc.path)
         message = exc.line() if isinstance(exc, InputError) else str(exc)
-        prepared = Prepared(RunResult(folder.name, "refused", error=message))
+        prepared = Prepared(RunResult(target.name, "refused", error=message))
     except Exception as exc:  # a bug of ours must still cost only this run, in one line
         if options.debug:
             raise
-        prepared = Prepared(RunResult(folder.name, "refused", error=(
-            f"{folder.name}: internal error {type(exc).__name__}: {exc}; nothing of this run "
+        prepared = Prepared(RunResult(target.name, "refused", error=(
+            f"{target.name}: internal error {type(exc).__name__}: {exc}; nothing of this run "
             "was written. Re-run with --debug for the traceback and report it")))
     prepared.result.seconds = time.perf_counter() - started
     return prepared
 
 
-def _display_path(folder: Path, path: str) -> str:
+def _display_path(target: RunTarget, path: str) -> str:
     """`run_name/relative/path` for files inside the run folder, else the path as given."""
     try:
-        return f"{folder.name}/{Path(path).relative_to(folder)}"
+        return f"{target.name}/{Path(path).relative_to(target.path)}"
     except ValueError:
         return path
 
 
-def _prepare(folder: Path, warehouse: Warehouse, options: Options) -> Prepared:
-    run = scan(folder)
+def _prepare(target: RunTarget, warehouse: Warehouse, options: Options) -> Prepared:
+    run = scan(target.path, target.name)
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
-    ingested = _current_ids(warehouse, run.name)
+    ingested = _current_ids(warehouse, run, options.replace)
     key = _run_key(run, hash_first=bool(ingested))
     if ingested and key.run_id in ingested:  # hashed first exactly when ingested
         return Prepared(RunResult(run.name, "unchanged", key.run_id))
@@ -207,12 +212,19 @@ def _hash_inputs(run: RunFolder) -> dict[str, str]:
     return {relative(run, f): sha256_file(f) for f in files}
 
 
-def _current_ids(warehouse: Warehouse, name: str) -> set[str]:
+def _current_ids(warehouse: Warehouse, run: RunFolder, replace: bool) -> set[str]:
     """run_id of the current run of this name, if this extractor version ingested it (a
-    run with the same id is unchanged)."""
-    runs = warehouse.read_runs(["run_id", "extractor_version"]).to_pylist()
-    return {r["run_id"] for r in runs
-            if r["run_name"] == name and r["extractor_version"] == extractor_version()}
+    run with the same id is unchanged). A run of this name ingested from another folder
+    is replaced only when the user says so: two folders of one name are two runs."""
+    runs = warehouse.read_runs(["run_id", "extractor_version", "run_path"]).to_pylist()
+    mine = [r for r in runs if r["run_name"] == run.name]
+    for r in mine:
+        if r["run_path"] != run.location() and not replace:
+            raise RunError(f"{run.name}: the warehouse's run '{run.name}' was ingested from "
+                           f"{r['run_path']}, not {run.location()}; pass --replace to replace "
+                           "it, or --name / --prefix to keep both")
+    return {r["run_id"] for r in mine if r["extractor_version"] == extractor_version()
+            and r["run_path"] == run.location()}  # moved here: re-ingested, path updated
 
 
 @dataclass
@@ -380,7 +392,8 @@ def _result(run: RunFolder, run_id: str, sources: list[Source],
     return result
 
 
-def ingest_all(folders: list[Path], warehouse: Warehouse, options: Options = Options(),
+def ingest_all(folders: Sequence[Path | RunTarget], warehouse: Warehouse,
+               options: Options = Options(),
                on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
     """Extract runs in `options.jobs` processes; publish them one at a time, here.
 
@@ -408,7 +421,7 @@ LATE_PUBLISH = ("the publish took longer than its visibility margin: a query tha
                 "at that moment may have paired this run's old and new tables")
 
 
-def _prepared(folders: list[Path], warehouse: Warehouse, options: Options
+def _prepared(folders: Sequence[Path | RunTarget], warehouse: Warehouse, options: Options
               ) -> Iterator[Prepared]:
     jobs = max(1, min(options.jobs, len(folders)))
     if jobs == 1:

@@ -74,7 +74,8 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], total: int,
 
 def _fitting(widths: list[int], width: int) -> list[int]:
     """Indexes of the columns that fit, left to right (at least the first)."""
-    shown, used = [], 0
+    shown: list[int] = []
+    used = 0
     for i, w in enumerate(widths):
         need = w + (len(GAP) if shown else 0)
         if shown and used + need > width:

@@ -46,19 +46,76 @@ class RunFolder:
         return name_text(str(self.path.resolve()))
 
 
-def find_run_folders(paths: list[Path]) -> list[Path]:
-    """Each PATH is a run folder (it holds profiler output or run.toml) or a folder of them."""
-    folders: list[Path] = []
+@dataclass(frozen=True)
+class RunTarget:
+    """A run folder found under a PATH of `etl ingest`, and the run name it gets."""
+
+    path: Path
+    name: str
+
+
+def find_run_folders(paths: list[Path], prefix: bool = False,
+                     name: str | None = None) -> list[RunTarget]:
+    """The run folders under each PATH, named by their folder (or, with `prefix`, by
+    their path from PATH's parent, e.g. hta/trace_diff/control).
+
+    A run folder directly holds profiler files or run.toml (or a layout a tool nests by
+    convention, such as TensorFlow's plugins/profile/<session>/); its sub-folders belong
+    to it. A folder whose profiler files are only in sub-folders is a parent: each
+    sub-folder is looked at the same way. A sub-folder with no profiler file at any depth
+    is a run too, refused with what it holds, so that nothing is left out in silence.
+    """
+    targets: list[RunTarget] = []
     for path in paths:
         if not path.is_dir():
             raise RunError(f"{path}: not a folder; pass a run folder or a folder of run folders")
-        if _is_run_folder(path):
-            folders.append(path.resolve())  # `etl ingest .` names the run after the folder
-        else:
-            folders.extend(sorted(p for p in path.iterdir() if p.is_dir()
-                                  and not p.name.startswith(".")))
-    _refuse_duplicate_names(folders)
-    return folders
+        found = _runs_under(path.resolve(), set())
+        if not found:
+            raise RunError(_nothing_found(path))
+        base = path.resolve().parent
+        targets += [RunTarget(f, _run_name(f, base, prefix)) for f in found]
+    if name is not None:
+        if len(targets) != 1:
+            raise RunError(f"--name {name}: {len(targets)} run folders found; --name names "
+                           "one run (use --prefix to name many by their path)")
+        targets = [RunTarget(targets[0].path, name)]
+    _refuse_duplicate_names(targets)
+    return targets
+
+
+def _run_name(folder: Path, base: Path, prefix: bool) -> str:
+    return name_text(folder.relative_to(base).as_posix() if prefix else folder.name)
+
+
+def _nothing_found(path: Path) -> str:
+    looked = ", ".join(f.name for f in registry.formats())
+    return (f"{path}: no profiler output in this folder or its sub-folders (looked for "
+            f"{looked} files and run.toml; `etl formats` says how each is recognised)")
+
+
+def _runs_under(folder: Path, seen: set[tuple[int, int]]) -> list[Path]:
+    """Run folders at or below `folder` (see find_run_folders); [] when no profiler file
+    is anywhere below it."""
+    st = folder.stat()
+    if (st.st_dev, st.st_ino) in seen:
+        return []  # a symlink loop: the run folder's own scan refuses it
+    seen.add((st.st_dev, st.st_ino))
+    if _is_run_folder(folder):
+        return [folder]
+    runs: list[Path] = []
+    output_below = False
+    for sub in _sub_folders(folder):
+        below = _runs_under(sub, seen)
+        output_below |= bool(below)
+        runs += below or [sub]  # a sub-folder without output: a run refused for that
+    return runs if output_below else []
+
+
+def _sub_folders(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
+    except OSError as exc:
+        raise InputError(str(folder), f"cannot list folder ({exc.strerror})") from None
 
 
 def _is_run_folder(path: Path) -> bool:
@@ -67,18 +124,17 @@ def _is_run_folder(path: Path) -> bool:
             continue
         if entry.name == RUN_TOML or registry.recognise(entry, read_head)[0] is not None:
             return True
-    return False
+    return any(next(path.glob(pattern), None) is not None for pattern in registry.layouts())
 
 
-def _refuse_duplicate_names(folders: list[Path]) -> None:
+def _refuse_duplicate_names(targets: list[RunTarget]) -> None:
     # Compared by the stored name: b"caf\xe9" and a folder literally named `caf\xe9` are
     # one run name, so they are refused like any other pair of equal names.
     seen: dict[str, Path] = {}
-    for folder in folders:
-        name = name_text(folder.name)
-        if name in seen and seen[name].resolve() != folder.resolve():
-            raise _duplicate(name, seen[name], folder)
-        seen[name] = folder
+    for target in targets:
+        if target.name in seen and seen[target.name] != target.path:
+            raise _duplicate(target.name, seen[target.name], target.path)
+        seen[target.name] = target.path
 
 
 def _duplicate(name: str, first: Path, second: Path) -> RunError:
@@ -87,12 +143,13 @@ def _duplicate(name: str, first: Path, second: Path) -> RunError:
     why = (" (one name holds bytes that are not UTF-8, written \\xNN)"
            if first.name != second.name else "")
     return RunError(f"two run folders named '{name}': {shown[0]} and {shown[1]}{why}; a run "
-                    "name must be unique in one command (rename one)")
+                    "name must be unique in one command (--prefix names runs by their path, "
+                    "or rename one)")
 
 
-def scan(path: Path) -> RunFolder:
+def scan(path: Path, name: str | None = None) -> RunFolder:
     """Classify every file under the run folder (recursively, symlink loops refused)."""
-    run = RunFolder(name_text(path.name), path)
+    run = RunFolder(name if name is not None else name_text(path.name), path)
     others: list[Path] = []
     files = _walk(path, others)
     _refuse_equal_texts(path, files + others)

@@ -136,7 +136,7 @@ def test_run_folders_whose_names_read_the_same_are_refused(tmp_path: Path) -> No
     assert code == 1
     [error] = lines(err, "error")
     assert error.startswith("error: two run folders named 'r\\xe9': "), error
-    assert "not UTF-8" in error and "(rename one)" in error
+    assert "not UTF-8" in error and "rename one)" in error
 
 
 def test_run_names_are_shown_as_text_not_markup(tmp_path: Path) -> None:

@@ -56,6 +56,9 @@ class Format:
     reader: str                       # "module:function"
     claims: tuple[str, ...] = ()      # lower-case file-name suffixes that claim the format
     refused: str | None = None        # a recognised file that is never read: the remedy
+    # Paths below a run folder that a tool nests by convention (globs relative to the run
+    # folder, e.g. "plugins/profile/*/*.xplane.pb"): the folder holding them is the run.
+    layout: tuple[str, ...] = ()
 
     def claimed_by(self, name: str) -> bool:
         return name.lower().endswith(self.claims) if self.claims else False
@@ -106,6 +109,11 @@ def recognise(path: Path, head: Callable[[Path], bytes]) -> tuple[Format | None,
             return sniffed, True
         return claimed, True
     return sniffed_format(head(path)), False
+
+
+def layouts() -> tuple[str, ...]:
+    """Every registered format's nested layout globs."""
+    return tuple(pattern for fmt in formats() for pattern in fmt.layout)
 
 
 def claims_any(name: str) -> bool:
