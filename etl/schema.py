@@ -4,13 +4,14 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from etl.resources import data_dir
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
           "ncu_kernels", "ncu_metrics", "ncu_levels", "kernel_match")
 

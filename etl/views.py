@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from etl.errors import EtlError
+from etl.resources import data_dir
 from etl.schema import TABLES, table_schema
 
 if TYPE_CHECKING:
     from etl.warehouse import Warehouse
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "views"
+SQL_DIR = data_dir("sql") / "views"
 _FILE_RE = re.compile(r"^(?P<name>_?[a-z][a-z0-9_]*)_v(?P<version>\d+)\.sql$")
 _COLUMN_DOC_RE = re.compile(r"^--\s{1,4}(?P<col>[a-z_][a-z0-9_]*)\s*:\s*(?P<doc>\S.*)$")
 

@@ -1,0 +1,109 @@
+"""The Python API: etl.ingest() returns the per-run results, etl.connect() a read-only
+DuckDB connection on one snapshot, whose files a reader lease keeps."""
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import etl
+from etl import warehouse as warehouse_module
+from etl.errors import WarehouseError
+from etl.schema import TABLES
+from etl.views import discover
+from tests.conftest import ROOT, cli, kernel, launch, query_json, step, write_trace
+
+
+def tiny_run(folder: Path, busy: int) -> Path:
+    """One iteration of 100 µs with one kernel of `busy` ns."""
+    return write_trace(folder / "t.json", [step(1, 0, 100_000), launch(1, 1_000),
+                                           kernel(1, 10_000, busy)])
+
+
+@pytest.fixture
+def demo_warehouse(tmp_path: Path) -> Path:
+    assert cli("demo", str(tmp_path / "runs")).returncode == 0
+    results = etl.ingest(tmp_path / "runs", tmp_path / "wh", jobs=1)
+    assert [(r.run_name, r.status, r.kernels) for r in results] == [
+        ("resnet_amp_ddp", "ingested", 550), ("resnet_amp_eager", "ingested", 270),
+        ("resnet_fp32_eager", "ingested", 235)]
+    return tmp_path / "wh"
+
+
+def test_connect_answers_as_etl_query(demo_warehouse: Path) -> None:
+    con = etl.connect(demo_warehouse)
+    assert isinstance(con, duckdb.DuckDBPyConnection)
+    sql = "SELECT run_name, rank, gpu_util, idle_ns FROM run_summary ORDER BY run_name, rank"
+    expected = [tuple(r.values()) for r in query_json(demo_warehouse, sql)]
+    assert con.execute(sql).fetchall() == expected
+    (count,) = con.execute("SELECT count(*) FROM kernels").fetchone() or (None,)
+    assert count == 1055 == query_json(demo_warehouse, "SELECT count(*) AS n FROM kernels")[0]["n"]
+    table = con.sql("SELECT run_name, gpu_util FROM run_utilization ORDER BY run_name"
+                    ).to_arrow_table()
+    assert table.column("run_name").to_pylist() == ["resnet_amp_eager", "resnet_fp32_eager"]
+
+
+def test_every_table_and_view_is_there(demo_warehouse: Path) -> None:
+    con = etl.connect(demo_warehouse)
+    names = [*TABLES, *{v.stable for v in discover() if not v.stable.startswith("_")}]
+    counts = {n: con.execute(f"SELECT count(*) FROM {n}").fetchone() for n in names}
+    assert counts["runs"] == (3,) and counts["gpu_utilization"] != (0,)
+    with pytest.raises(duckdb.Error, match="read-only"):
+        con.execute("CREATE TABLE scratch AS SELECT 1")
+
+
+def test_a_connection_keeps_its_snapshot_and_files(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection reads the runs published before it, even when a run is replaced and
+    garbage is collected with no grace period: its lease keeps the old files."""
+    runs, wh = tmp_path / "runs", tmp_path / "wh"
+    tiny_run(runs / "a", busy=40_000)
+    assert [r.status for r in etl.ingest(str(runs), str(wh), jobs=1)] == ["ingested"]
+    before = etl.connect(wh)
+    tiny_run(runs / "a", busy=60_000)
+    tiny_run(runs / "b", busy=10_000)
+    assert [r.status for r in etl.ingest([runs], wh, jobs=1)] == ["ingested", "ingested"]
+    monkeypatch.setattr(warehouse_module, "GRACE_SECONDS", 0)
+    warehouse_module.Warehouse.at(wh).collect_garbage()
+    busy = "SELECT run_name, busy_ns FROM gpu_utilization ORDER BY run_name"
+    assert before.execute(busy).fetchall() == [("a", 40_000)]
+    assert etl.connect(wh).execute(busy).fetchall() == [("a", 60_000), ("b", 10_000)]
+    folders = len(list((wh / "data").iterdir()))
+    del before
+    gc.collect()  # the lease ends with the connection object
+    warehouse_module.Warehouse.at(wh).collect_garbage()
+    assert len(list((wh / "data").iterdir())) == folders - 1  # a's first publish
+
+
+def test_ingest_returns_refusals_and_options(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    tiny_run(runs / "good", busy=40_000)
+    (runs / "bad").mkdir()
+    (runs / "bad" / "t.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1')
+    results = {r.run_name: r for r in etl.ingest(runs, tmp_path / "wh", jobs=1)}
+    assert results["good"].status == "ingested" and results["good"].kernels == 1
+    assert results["bad"].status == "refused" and "bad/t.json" in (results["bad"].error or "")
+    salvaged = etl.ingest(runs / "bad", tmp_path / "wh", salvage=True, jobs=1)
+    assert [r.status for r in salvaged] == ["ingested"]
+    with pytest.raises(TypeError, match="nonsense"):
+        etl.ingest(runs, tmp_path / "wh", nonsense=True)
+
+
+def test_connect_refuses_a_missing_warehouse(tmp_path: Path) -> None:
+    with pytest.raises(WarehouseError, match="no warehouse here"):
+        etl.connect(tmp_path / "nowhere")
+
+
+def test_import_is_cheap_and_ingest_stays_the_function() -> None:
+    """`import etl` loads no heavy library; importing the submodule etl/ingest.py (as the
+    CLI does) leaves etl.ingest the API function."""
+    code = ("import sys, etl; heavy = [m for m in ('duckdb', 'pyarrow', 'numpy', 'click') "
+            "if m in sys.modules]; from etl.ingest import Options; "
+            "print(heavy, etl.ingest.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["[]", "etl.api"]
