@@ -32,7 +32,7 @@ class Cli(click.Group):
         try:
             return super().invoke(ctx)
         except EtlError as exc:
-            if ctx.params.get("debug"):
+            if (ctx.obj or {}).get("debug"):
                 raise
             line = exc.line() if hasattr(exc, "line") else str(exc)
             click.echo(f"error: {one_line(line)}", err=True)
@@ -49,8 +49,37 @@ def _tolerant_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """The package version, the extractors' version (code and field maps: a change
+    re-ingests unchanged runs) and the version of every view."""
+    if not value or ctx.resilient_parsing:
+        return
+    from etl import __version__
+    from etl.ingest import extractor_version
+    from etl.views import _stable_names, discover
+
+    click.echo(f"etl {__version__}")
+    click.echo(f"extractors {extractor_version()}")
+    latest = _stable_names(discover())
+    click.echo("views " + ", ".join(latest[s] for s in sorted(latest) if not s.startswith("_")))
+    ctx.exit()
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:  # the group's callback made the shared obj before the subcommand's parsing
+        ctx.ensure_object(dict)["debug"] = True
+
+
+def _debug_option() -> click.Option:
+    return click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_debug,
+                        help="Show tracebacks instead of one-line errors.")
+
+
 @click.group(cls=Cli)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Print the versions of etl, its extractors and "
+              "its views, and exit.")
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """GPU utilization warehouse: ingest profiler outputs, query utilization with SQL.
@@ -334,6 +363,10 @@ def lint_sql() -> None:
         sys.exit(1)
     click.echo("all views documented")
 
+
+# --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
+for _command in main.commands.values():
+    _command.params.append(_debug_option())
 
 if __name__ == "__main__":
     main()
