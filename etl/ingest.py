@@ -110,10 +110,10 @@ def _display_path(target: RunTarget, path: str) -> str:
 def _prepare(target: RunTarget, warehouse: Warehouse, options: Options) -> Prepared:
     run = scan(target.path, target.name)
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
-    ingested = _current_ids(warehouse, run, options.replace)
+    ingested = _current_runs(warehouse, run, options.replace)
     key = _run_key(run, hash_first=bool(ingested))
-    if ingested and key.run_id in ingested:  # hashed first exactly when ingested
-        return Prepared(RunResult(run.name, "unchanged", key.run_id))
+    if key.run_id in ingested:  # hashed first exactly when ingested
+        return Prepared(_unchanged(run, ingested[key.run_id]))
     staged = warehouse.new_stage(key.suffix)
     try:
         return _stage_run(run, dims, toml_text, key, staged, options)
@@ -212,19 +212,28 @@ def _hash_inputs(run: RunFolder) -> dict[str, str]:
     return {relative(run, f): sha256_file(f) for f in files}
 
 
-def _current_ids(warehouse: Warehouse, run: RunFolder, replace: bool) -> set[str]:
-    """run_id of the current run of this name, if this extractor version ingested it (a
-    run with the same id is unchanged). A run of this name ingested from another folder
-    is replaced only when the user says so: two folders of one name are two runs."""
-    runs = warehouse.read_runs(["run_id", "extractor_version", "run_path"]).to_pylist()
+def _current_runs(warehouse: Warehouse, run: RunFolder, replace: bool
+                  ) -> dict[str, dict[str, Any]]:
+    """The current `runs` row of this name by run_id, if this extractor version ingested it
+    from this folder (a run with the same id is unchanged). A run of this name ingested
+    from another folder is replaced only when the user says so: two folders of one name
+    are two runs."""
+    runs = warehouse.read_runs(["run_id", "extractor_version", "run_path", "event_count",
+                                "anomaly_count", "kernel_count"]).to_pylist()
     mine = [r for r in runs if r["run_name"] == run.name]
     for r in mine:
         if r["run_path"] != run.location() and not replace:
             raise RunError(f"{run.name}: the warehouse's run '{run.name}' was ingested from "
                            f"{r['run_path']}, not {run.location()}; pass --replace to replace "
                            "it, or --name / --prefix to keep both")
-    return {r["run_id"] for r in mine if r["extractor_version"] == extractor_version()
+    return {r["run_id"]: r for r in mine if r["extractor_version"] == extractor_version()
             and r["run_path"] == run.location()}  # moved here: re-ingested, path updated
+
+
+def _unchanged(run: RunFolder, row: dict[str, Any]) -> RunResult:
+    """An unchanged run reports what the warehouse holds of it."""
+    return RunResult(run.name, "unchanged", row["run_id"], events=row["event_count"],
+                     kernels=row["kernel_count"] or 0, anomalies=row["anomaly_count"])
 
 
 @dataclass
@@ -357,6 +366,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "ingested_at": datetime.now(UTC),
         "event_count": _trace_events(sources),
         "anomaly_count": counts["anomalies"],
+        "kernel_count": counts["kernels"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
 

@@ -82,3 +82,20 @@ def test_a_name_from_another_folder_needs_replace(tmp_path: Path) -> None:
     assert kept.returncode == 0, kept.stderr
     rows = query_json(Path(wh), "SELECT run_name FROM runs ORDER BY run_name")
     assert [r["run_name"] for r in rows] == ["exp", "exp-one"]
+
+
+def test_an_unchanged_run_reports_what_the_warehouse_holds(tmp_path: Path) -> None:
+    from etl.ingest import ingest_all
+    from etl.warehouse import Warehouse
+
+    run = tree(tmp_path / "runs" / "r", "t.json")
+    warehouse = Warehouse.at(tmp_path / "wh")
+    [first] = ingest_all([run], warehouse)
+    [again] = ingest_all([run], warehouse)
+    assert (first.status, again.status) == ("ingested", "unchanged")
+    assert first.kernels > 0 and first.events > 0
+    assert (again.events, again.kernels, again.anomalies) == (
+        first.events, first.kernels, first.anomalies)
+    [row] = query_json(tmp_path / "wh", "SELECT kernel_count, (SELECT count(*) FROM kernels) "
+                       "AS rows FROM runs")
+    assert row["kernel_count"] == row["rows"] == first.kernels
