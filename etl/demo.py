@@ -31,6 +31,9 @@ from typing import Any, NamedTuple
 from etl.demo_ncu import write_ncu_export
 
 ITERATIONS = 5
+# The step the ncu exports profile: the one run_summary selects (the first steady step), so
+# that run_summary and the ncu levels describe the same step; run.toml says so too.
+NCU_STEP = 2
 # PyTorch >= 2.1 writes ts relative to this epoch-aligned base; any value works for the demo.
 BASE_TIME_NS = 1_712_188_800_000_000_000  # 2024-04-04T00:00:00Z
 # One process per rank, each seeing one GPU (e.g. one node per rank): every rank's host
@@ -184,9 +187,9 @@ def write_demo(dest: Path, seed: int = 0) -> list[Path]:
         for rank in range(run.world_size):
             _write_trace(folder, run, rank, seed)
         (folder / "run.toml").write_text(_run_toml(run), encoding="utf-8")
-        if run.world_size == 1:  # the single-GPU runs get an ncu export of step 3
-            write_ncu_export(folder / "rank0.pt.trace.json", folder / "ncu_step3_raw.csv",
-                             3, f"{seed}:{run.name}:ncu")
+        if run.world_size == 1:  # the single-GPU runs get an ncu export of one step
+            write_ncu_export(folder / "rank0.pt.trace.json", folder / f"ncu_step{NCU_STEP}_raw.csv",
+                             NCU_STEP, f"{seed}:{run.name}:ncu")
         if run.world_size > 1:
             _write_unrelated_files(folder)
         folders.append(folder)
@@ -199,7 +202,8 @@ def _run_toml(run: RunSpec) -> str:
         "# No GPU was used; these numbers say nothing about any real hardware.",
         'model = "resnet50-synthetic"', 'framework = "pytorch"', 'framework_version = "2.3.0"',
         'exec_mode = "eager"', f'precision = "{run.precision}"', "batch_size = 64",
-        f'gpu = "{GPU_NAME}"', 'tags = ["synthetic", "demo"]', "synthetic = true", ""])
+        f'gpu = "{GPU_NAME}"', 'tags = ["synthetic", "demo"]', "synthetic = true",
+        *([f"ncu_iteration = {NCU_STEP}"] if run.world_size == 1 else []), ""])
 
 
 def _write_unrelated_files(folder: Path) -> None:

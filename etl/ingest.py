@@ -21,7 +21,7 @@ from typing import Any
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
-from etl.match_stage import match_run
+from etl.match_stage import Preference, match_run
 from etl.errors import name_text
 from etl.runfolder import (RunFolder, RunTarget, read_run_toml, relative, run_id_for, scan,
                            sha256_file)
@@ -180,16 +180,19 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
         raise RunError(_nothing_read(run))
     if counters.anomalies is not None:
         writers["anomalies"].write(counters.anomalies)
-    for name in STREAMED_TABLES:
+    for name in ("host_events", "kernels"):  # read back by the matcher
         writers[name].close()
     has_ncu = counters.tables["ncu_kernels"].num_rows > 0
     kernels, host = _match_inputs(staged, sources) if has_ncu else (None, None)
-    small = {**small, **counters.tables,
-             "kernel_match": match_run(kernels, host, counters.tables["ncu_kernels"])}
+    preference = Preference(dims.get("ncu_iteration"),
+                            lambda: _run_summary_selection(staged, small, key))
+    small = {**small, **counters.tables, "kernel_match": match_run(
+        kernels, host, counters.tables["ncu_kernels"], preference)}
+    writers["anomalies"].write(_placement_anomalies(preference))
     for name, table in small.items():
         writers[name].write(table)
     for name in RUN_TABLES:
-        if name not in STREAMED_TABLES:
+        if name not in ("host_events", "kernels"):
             writers[name].close()  # a table nothing wrote to is a zero-row file
     counts = {t: w.rows for t, w in writers.items()}
     row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id)
@@ -330,6 +333,42 @@ def _pipeline_options(path: Path, options: Options) -> Any:
                            threads=max(1, options.slice_workers))
 
 
+def _run_summary_selection(staged: Path, small: dict[str, Any], key: RunKey
+                           ) -> dict[int, int | None]:
+    """run_summary's selected iteration per trace source, over the staged tables."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from etl.match.placement import run_summary_selection
+    from etl.schema import table_schema
+
+    def stamped(table: pa.Table) -> pa.Table:
+        for column, value in key.constants().items():
+            table = table.append_column(column, pa.repeat(pa.scalar(value), table.num_rows))
+        return table
+
+    loose = pa.schema([f.with_nullable(True) for f in table_schema("runs").arrow()])
+    runs = pa.Table.from_pylist([{"run_id": key.run_id, "publish_id": key.publish_id,
+                                  "run_name": "staged"}], schema=loose)
+    return run_summary_selection({
+        "kernels": pq.read_table(staged / "kernels.parquet"), "runs": runs,
+        "iterations": stamped(small["iterations"]), "devices": stamped(small["devices"])})
+
+
+def _placement_anomalies(preference: Preference) -> Any:
+    import pyarrow as pa
+
+    n = len(preference.notes)
+    return pa.table({
+        "source_id": pa.nulls(n, pa.int32()),
+        "kind": pa.array(["ncu_equivalent_iterations"] * n, pa.string()),
+        "event_id": pa.nulls(n, pa.int64()),
+        "detail": pa.array([d for _, d in preference.notes], pa.string()),
+        "ncu_source_id": pa.array([s for s, _ in preference.notes], pa.int32()),
+        "ncu_id": pa.nulls(n, pa.int64()),
+    })
+
+
 def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
     """Trace kernels and launch times for the matcher, read back from the staged files
     (only when there are traces; the matcher needs nothing when there is no export)."""
@@ -340,7 +379,7 @@ def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
     if not any(s.format.role == "trace" for s in sources):
         return None, None
     kernels = pq.read_table(staged / "kernels.parquet", columns=[
-        *TRACE_COLUMNS, "kind", "kernel_id", "launch_event_id"])
+        *TRACE_COLUMNS, "kind", "kernel_id", "launch_event_id", "iteration"])
     host = pq.read_table(staged / "host_events.parquet",
                          columns=["source_id", "event_id", "ts_ns"])
     return kernels, host

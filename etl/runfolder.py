@@ -18,6 +18,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "model": str, "framework": str, "framework_version": str, "exec_mode": str,
     "precision": str, "batch_size": int, "gpu": str, "tags": list, "sm_count": int,
     "synthetic": bool, "notes": str, "compute_capability": str,
+    "ncu_iteration": int,  # the iteration the run's ncu export profiled
 }
 
 
