@@ -11,7 +11,8 @@ SELECT
     count(*) AS kernel_count,
     sum(dur_ns) AS gpu_time_ns,
 {%- for x in ratios %}
-    sum({{ x }} * dur_ns) / sum(dur_ns) FILTER (WHERE {{ x }} IS NOT NULL) AS {{ x }}_mean,
+    sum({{ x }} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {{ x }} IS NOT NULL), 0)
+        AS {{ x }}_mean,
     quantile_cont({{ x }}, 0.1) AS {{ x }}_p10,
     quantile_cont({{ x }}, 0.5) AS {{ x }}_p50,
     quantile_cont({{ x }}, 0.9) AS {{ x }}_p90{{ "," if not loop.last }}
@@ -25,7 +26,7 @@ GROUP BY run_id, run_name, op_name, layer
 -- kernel_count: matched kernels of this op and layer
 -- gpu_time_ns: their trace durations summed, ns
 {%- for x in ratios %}
--- {{ x }}_mean: duration-weighted mean of {{ x }}, 0..1
+-- {{ x }}_mean: duration-weighted mean of {{ x }}, 0..1; NULL when those durations sum to 0
 -- {{ x }}_p10: 10th percentile of {{ x }} over kernels, 0..1
 -- {{ x }}_p50: median of {{ x }} over kernels, 0..1
 -- {{ x }}_p90: 90th percentile of {{ x }} over kernels, 0..1

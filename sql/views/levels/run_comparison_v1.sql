@@ -38,7 +38,7 @@ SELECT
     tc_active_share,
     matched_time_share,
     throughput_samples_per_s,
-    throughput_samples_per_s / max(throughput_samples_per_s) OVER (PARTITION BY model)
+    throughput_samples_per_s / nullif(max(throughput_samples_per_s) OVER (PARTITION BY model), 0)
         AS throughput_vs_best_ratio
 FROM per_run
 -- run_id: run; joins runs.run_id
@@ -59,4 +59,4 @@ FROM per_run
 -- tc_active_share: mean tensor-pipe active / SMSP active cycles, 0..1
 -- matched_time_share: mean share of kernel time resting on matched kernels, 0..1
 -- throughput_samples_per_s: samples per second summed over ranks; NULL without batch_size
--- throughput_vs_best_ratio: throughput / the best throughput among runs of the same model, 0..1
+-- throughput_vs_best_ratio: throughput / the best throughput among runs of the same model, 0..1; NULL when that best is 0 or unknown

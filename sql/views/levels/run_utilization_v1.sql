@@ -9,6 +9,7 @@
 -- the time-weighted mean of the kernels' ratios scaled by the busy share of the window; it
 -- keeps the order GPU >= SMSP active >= issue slot since each kernel's ratios do. The two
 -- tensor-core shares are time-weighted means, not scaled (they are bounds, not levels).
+-- A mean over kernels whose clipped durations sum to 0 is NULL, and so is its level.
 -- matched_time_share = sum(d_k, matched) / sum(d_k, all of K_i): how much it rests on.
 WITH per_iteration AS (
     SELECT
@@ -18,8 +19,9 @@ WITH per_iteration AS (
         sum(ik.clipped_dur_ns) FILTER (WHERE ik.ncu_id IS NOT NULL) AS matched_ns,
         sum(ik.clipped_dur_ns) AS kernel_ns,
 {%- for x in levels + shares %}
-        sum(u.{{ x }} * ik.clipped_dur_ns) / sum(ik.clipped_dur_ns)
-            FILTER (WHERE u.{{ x }} IS NOT NULL) AS mean_{{ x }},
+        sum(u.{{ x }} * ik.clipped_dur_ns)
+            / nullif(sum(ik.clipped_dur_ns) FILTER (WHERE u.{{ x }} IS NOT NULL), 0)
+            AS mean_{{ x }},
 {%- endfor %}
         count(*) FILTER (WHERE u.smsp_active_util IS NULL AND ik.ncu_id IS NOT NULL)
             AS matched_without_counters
@@ -57,7 +59,7 @@ SELECT
 {%- endfor %}
     c.matched_kernels,
     c.kernels,
-    c.matched_ns / c.kernel_ns AS matched_time_share,
+    c.matched_ns / nullif(c.kernel_ns, 0) AS matched_time_share,
     CASE WHEN g.window_ns > 0 THEN r.batch_size * 1e9 / g.window_ns END
         AS throughput_samples_per_s,
     r.model,
@@ -87,7 +89,7 @@ JOIN runs AS r ON r.run_id = c.run_id
 -- tc_active_share: time-weighted mean of tensor-pipe active / SMSP active cycles (bound 2)
 -- matched_kernels: kernels of the iteration matched to an ncu kernel
 -- kernels: kernels of the iteration on this device (|K_i|)
--- matched_time_share: clipped kernel time of matched kernels / of all kernels of K_i, 0..1
+-- matched_time_share: clipped kernel time of matched kernels / of all kernels of K_i, 0..1; NULL when that time is 0
 -- throughput_samples_per_s: batch_size * 1e9 / window_ns; NULL without batch_size
 -- model: run.toml model
 -- framework: run.toml framework

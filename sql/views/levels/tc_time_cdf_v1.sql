@@ -15,11 +15,11 @@ SELECT
     kernel_count,
     gpu_time_ns,
     sum(gpu_time_ns) OVER (PARTITION BY run_id ORDER BY t)
-        / sum(gpu_time_ns) OVER (PARTITION BY run_id) AS time_share_at_most_ratio
+        / nullif(sum(gpu_time_ns) OVER (PARTITION BY run_id), 0) AS time_share_at_most_ratio
 FROM per_value
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- tc_issue_util: the threshold t, a kernel value of tensor instructions / SMSP elapsed cycles
 -- kernel_count: matched kernels with exactly this value
 -- gpu_time_ns: their trace durations summed, ns
--- time_share_at_most_ratio: GPU time of kernels with tc_issue_util <= t / GPU time of all matched kernels with a known value, 0..1
+-- time_share_at_most_ratio: GPU time of kernels with tc_issue_util <= t / GPU time of all matched kernels with a known value, 0..1; NULL when that time is 0
