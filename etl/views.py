@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from etl.errors import EtlError
 from etl.schema import TABLES, table_schema
@@ -49,6 +49,7 @@ class View:
     columns: tuple[str, ...]
     column_docs: dict[str, str]
     depends_on: frozenset[str]
+    tree: Any = field(default=None, compare=False, repr=False)  # the parsed sqlglot Query
 
 
 def discover(sql_dir: Path = SQL_DIR) -> list[View]:
@@ -74,7 +75,7 @@ def load_view(path: Path) -> View:
         raise ViewError(f"{path}: must be a single SELECT (no DDL or DML)")
     columns = tuple(_projection_names(path, tree))
     return View(f"{match['name']}_v{match['version']}", match["name"], int(match["version"]),
-                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)))
+                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)), tree)
 
 
 def _projection_names(path: Path, tree: object) -> list[str]:
@@ -113,8 +114,9 @@ def _column_docs(text: str) -> dict[str, str]:
 
 
 def lint(views: list[View]) -> list[str]:
-    """Problems, one line each naming the file; empty when all views are documented."""
+    """Problems, one line each naming the file; empty when all views keep the house rules."""
     problems = []
+    stable = _stable_names(views)
     for view in views:
         head = view.select.lstrip().splitlines()[0] if view.select.strip() else ""
         if not head.startswith("--"):
@@ -127,7 +129,45 @@ def lint(views: list[View]) -> list[str]:
         for column in view.column_docs:
             if column not in view.columns:
                 problems.append(f"{view.path}: documents {column}, which the view does not return")
+        problems += _moving_references(view, stable)
+        problems += _unguarded_divisions(view)
     return problems
+
+
+def _moving_references(view: View, stable: dict[str, str]) -> list[str]:
+    """A view reads pinned `_vN` names: publishing x_v2 must not change what y_v1 returns."""
+    return [f"{view.path}: reads {dep}, the name that follows the newest version; read "
+            f"{stable[dep]} instead" for dep in sorted(view.depends_on) if dep in stable]
+
+
+def _unguarded_divisions(view: View) -> list[str]:
+    """Divisions whose denominator may be 0: DuckDB gives NaN for 0.0/0.0 and ±inf for
+    x/0.0, and a view returns NULL where a value cannot be computed."""
+    from sqlglot import exp
+
+    if view.tree is None:
+        return []
+    return [f"{view.path}: the division by {div.expression.sql('duckdb')} is unguarded; "
+            "write x / nullif(d, 0) (DuckDB's 0.0/0.0 is NaN) or divide inside CASE WHEN"
+            for div in view.tree.find_all(exp.Div) if not _guarded(div)]
+
+
+def _guarded(div: Any) -> bool:
+    """The denominator is nullif(d, 0) or a non-zero number, or the division sits in the
+    THEN of a CASE WHEN (whose condition is taken to exclude a zero denominator)."""
+    from sqlglot import exp
+
+    den = div.expression.unnest()
+    if isinstance(den, exp.Nullif):
+        return True
+    if isinstance(den, exp.Literal) and den.is_number:
+        return float(den.this) != 0
+    node = div
+    while node.parent is not None:
+        if isinstance(node.parent, exp.If) and node.arg_key == "true":
+            return True
+        node = node.parent
+    return False
 
 
 def order_views(views: list[View]) -> list[View]:

@@ -46,6 +46,44 @@ def test_rules(tmp_path: Path, body: str, fragment: str) -> None:
         order_views([load_view(path)])
 
 
+def write_views(folder: Path, files: dict[str, str]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in files.items():
+        (folder / name).write_text(body)
+    return [folder / name for name in files]
+
+
+def test_a_view_reads_pinned_versions_not_the_moving_name(tmp_path: Path) -> None:
+    base = GOOD.replace("demo", "base")
+    reader = "-- reader: a view. Grain: one row per run.\nSELECT run_id FROM {}\n-- run_id: run\n"
+    write_views(tmp_path, {"base_v1.sql": base, "base_v2.sql": base,
+                           "pinned_v1.sql": reader.format("base_v1"),
+                           "moving_v1.sql": reader.format("base")})
+    problems = lint(discover(tmp_path))
+    assert problems == [f"{tmp_path / 'moving_v1.sql'}: reads base, the name that follows the "
+                        "newest version; read base_v2 instead"]
+
+
+@pytest.mark.parametrize("expression,guarded", [
+    ("sum(n) / count(*)", False),
+    ("sum(n) / (count(*))", False),
+    ("sum(n) / nullif(count(*), 0)", True),
+    ("sum(n) / (nullif(count(*), 0))", True),
+    ("sum(n) * 1e9 / 2", True),
+    ("sum(n) / 0", False),
+    ("CASE WHEN count(*) > 0 THEN sum(n) / count(*) END", True),
+    ("CASE WHEN sum(n) / count(*) > 1 THEN 1 END", False),
+])
+def test_every_division_guards_its_denominator(tmp_path: Path, expression: str,
+                                               guarded: bool) -> None:
+    [path] = write_views(tmp_path, {"demo_v1.sql": (
+        f"-- demo: a view. Grain: one row per run.\nSELECT run_id, {expression} AS x "
+        "FROM kernels GROUP BY run_id\n-- run_id: run\n-- x: a ratio\n")})
+    problems = lint([load_view(path)])
+    assert (problems == []) == guarded, problems
+    assert guarded or "unguarded; write x / nullif(d, 0)" in problems[0]
+
+
 def test_dependencies_come_first() -> None:
     names = [v.name for v in discover()]
     assert names.index("_busy_intervals_v1") < names.index("gpu_utilization_v1")

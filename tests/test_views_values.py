@@ -19,7 +19,16 @@ import pytest
 from etl.query import run_query
 from etl.schema import TABLES
 from etl.views import discover
-from tests.conftest import cli, copy_corpus_run, corpus_path, event, kernel, launch, step, write_trace
+from tests.conftest import (
+    cli,
+    copy_corpus_run,
+    corpus_path,
+    event,
+    kernel,
+    launch,
+    step,
+    write_trace,
+)
 
 SM_COUNT = 108
 NCU_HEAD = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",

@@ -13,7 +13,7 @@ WITH ranked AS (
             AS median_window_ns,
         count(*) OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
             AS iteration_count
-    FROM gpu_utilization AS g
+    FROM gpu_utilization_v1 AS g
 ),
 scored AS (
     SELECT *,

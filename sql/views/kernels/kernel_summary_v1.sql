@@ -2,7 +2,7 @@
 -- Grain: one row per run and kernel name (kind = kernel; all ranks and devices together).
 WITH run_busy AS (
     SELECT run_id, sum(end_ns - start_ns) AS busy_ns
-    FROM _busy_intervals
+    FROM _busy_intervals_v1
     WHERE scope = 'kernel'
     GROUP BY run_id
 )

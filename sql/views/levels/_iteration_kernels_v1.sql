@@ -25,7 +25,7 @@ SELECT
                 - greatest(k.ts_ns, g.window_start_ns)) AS clipped_dur_ns,
     m.ncu_source_id,
     m.ncu_id
-FROM gpu_utilization AS g
+FROM gpu_utilization_v1 AS g
 JOIN iterations AS it
   ON it.run_id = g.run_id AND it.source_id = g.source_id
  AND it.iteration IS NOT DISTINCT FROM g.iteration

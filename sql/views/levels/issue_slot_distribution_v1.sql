@@ -18,7 +18,7 @@ SELECT
     max(issue_slot_util) AS max_util,
     count(*) FILTER (WHERE issue_slot_util > 0.6) / nullif(count(issue_slot_util), 0)
         AS above_60pct_ratio
-FROM kernel_utilization
+FROM kernel_utilization_v1
 GROUP BY run_id, run_name
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -17,7 +17,7 @@ SELECT
     quantile_cont({{ x }}, 0.5) AS {{ x }}_p50,
     quantile_cont({{ x }}, 0.9) AS {{ x }}_p90{{ "," if not loop.last }}
 {%- endfor %}
-FROM kernel_utilization
+FROM kernel_utilization_v1
 GROUP BY run_id, run_name, op_name, layer
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -16,7 +16,7 @@ WITH per_run AS (
         avg(tc_active_share) AS tc_active_share,
         avg(matched_time_share) AS matched_time_share,
         sum(throughput_samples_per_s) AS throughput_samples_per_s
-    FROM run_utilization
+    FROM run_utilization_v1
     GROUP BY run_id, run_name, model, framework, exec_mode, precision, batch_size, gpu
 )
 SELECT

@@ -25,15 +25,15 @@ WITH per_iteration AS (
 {%- endfor %}
         count(*) FILTER (WHERE u.smsp_active_util IS NULL AND ik.ncu_id IS NOT NULL)
             AS matched_without_counters
-    FROM _iteration_kernels AS ik
-    LEFT JOIN ncu_kernel_utilization AS u
+    FROM _iteration_kernels_v1 AS ik
+    LEFT JOIN ncu_kernel_utilization_v1 AS u
       ON u.run_id = ik.run_id AND u.ncu_source_id = ik.ncu_source_id AND u.ncu_id = ik.ncu_id
     GROUP BY ik.run_id, ik.source_id, ik.device_id, ik.iteration
 ),
 chosen AS (
     SELECT p.*
     FROM per_iteration AS p
-    LEFT JOIN run_summary AS s
+    LEFT JOIN run_summary_v1 AS s
       ON s.run_id = p.run_id AND s.source_id = p.source_id AND s.device_id = p.device_id
     WHERE p.matched_kernels > 0
     QUALIFY row_number() OVER (
@@ -69,7 +69,7 @@ SELECT
     r.batch_size,
     r.gpu
 FROM chosen AS c
-JOIN gpu_utilization AS g
+JOIN gpu_utilization_v1 AS g
   ON g.run_id = c.run_id AND g.source_id = c.source_id AND g.device_id = c.device_id
  AND g.iteration IS NOT DISTINCT FROM c.iteration
 JOIN runs AS r ON r.run_id = c.run_id

@@ -4,7 +4,7 @@
 WITH per_value AS (
     SELECT run_id, run_name, tc_issue_util AS t, sum(dur_ns) AS gpu_time_ns,
            count(*) AS kernel_count
-    FROM kernel_utilization
+    FROM kernel_utilization_v1
     WHERE tc_issue_util IS NOT NULL
     GROUP BY run_id, run_name, tc_issue_util
 )
