@@ -95,9 +95,10 @@ def _dependencies(tree: object) -> set[str]:
     from sqlglot import exp
 
     assert isinstance(tree, exp.Expression)
-    ctes = {cte.alias for cte in tree.find_all(exp.CTE)}
-    return {t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes
-            and not isinstance(t.this, exp.Anonymous)}
+    # DuckDB matches names case-insensitively, quoted or not
+    ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
+    return {t.name.lower() for t in tree.find_all(exp.Table) if t.name
+            and t.name.lower() not in ctes and not isinstance(t.this, exp.Anonymous)}
 
 
 def _column_docs(text: str) -> dict[str, str]:
