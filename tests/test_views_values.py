@@ -190,3 +190,31 @@ def test_no_relation_returns_nan_or_infinity_on_edge_cases(edge_wh: Path) -> Non
 
 def test_no_relation_returns_nan_or_infinity_on_the_corpus(corpus_wh: Path) -> None:
     assert nonfinite_columns(corpus_wh) == {}
+
+
+# v2 renamed these columns (sql/CHANGELOG.md, 2026-11-25) and changed nothing else
+RENAMED = {
+    "kernel_summary": {"busy_share_ratio": "busy_share"},
+    "op_time": {"gpu_time_share_ratio": "gpu_time_share"},
+    "issue_slot_distribution": {"above_60pct_ratio": "above_60pct_share"},
+    "match_quality": {"count_coverage_ratio": "matched_count_share",
+                      "time_coverage_ratio": "matched_time_share"},
+    "tc_time_cdf": {"time_share_at_most_ratio": "cumulative_time_share"},
+    "layer_utilization": {
+        f"{x}_{stat}": f"{'time_weighted_mean' if stat == 'mean' else stat}_{x}"
+        for x in ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util")
+        for stat in ("mean", "p10", "p50", "p90")},
+}
+
+
+@pytest.mark.parametrize("stable", sorted(RENAMED))
+@pytest.mark.parametrize("where", ["edge", "corpus"])
+def test_v2_is_v1_with_renamed_columns(stable: str, where: str, request: Any) -> None:
+    warehouse = request.getfixturevalue(f"{where}_wh")
+    old_columns, old_rows = run_query(warehouse, f"SELECT * FROM {stable}_v1")
+    new_columns, new_rows = run_query(warehouse, f"SELECT * FROM {stable}_v2")
+    assert new_columns == [RENAMED[stable].get(c, c) for c in old_columns]
+    assert sorted(new_rows, key=repr) == sorted(old_rows, key=repr)
+    assert run_query(warehouse, f"SELECT * FROM {stable} LIMIT 0")[0] == new_columns
+    if where == "corpus":
+        assert old_rows, f"{stable}: the corpus gives no rows to compare"
