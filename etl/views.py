@@ -132,6 +132,25 @@ def lint(views: list[View]) -> list[str]:
                 problems.append(f"{view.path}: documents {column}, which the view does not return")
         problems += _moving_references(view, stable)
         problems += _unguarded_divisions(view)
+        if stable[view.stable] == view.name:  # older versions keep the names they had
+            problems += _ratio_names(view)
+    return problems
+
+
+_RATIO_WORDS = ("util", "share", "ratio")
+_ANNOTATION = re.compile(r"_(source|reason)$")  # text about a ratio column: x_util_source
+
+
+def _ratio_names(view: View) -> list[str]:
+    """One naming scheme for ratios: a level ends in _util, a fraction of a whole in
+    _share, a comparison in _ratio, and a name holds one of the three, last."""
+    problems = []
+    for column in view.columns:
+        words = [w for w in _ANNOTATION.sub("", column).split("_") if w in _RATIO_WORDS]
+        if len(words) > 1 or (words and not _ANNOTATION.sub("", column).endswith(words[0])):
+            problems.append(f"{view.path}: column {column}: a ratio's name ends in _util (a "
+                            "level), _share (a fraction of a whole) or _ratio (a comparison), "
+                            "once and last (p10_issue_slot_util, not issue_slot_util_p10)")
     return problems
 
 

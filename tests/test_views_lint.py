@@ -216,3 +216,18 @@ def test_rebase_only_under_another_sqlglot(tmp_path: Path) -> None:
     assert "take them again with `etl lint-sql --record --rebase`" in check(views, paths)[0]
     assert record(views, paths, rebase=True) == ["base_v1"]
     assert check(views, paths) == []
+
+
+@pytest.mark.parametrize("column,good", [
+    ("gpu_util", True), ("matched_time_share", True), ("throughput_vs_best_ratio", True),
+    ("p10_issue_slot_util", True), ("issue_slot_util_source", True), ("busy_ns", True),
+    ("busy_share_ratio", False), ("issue_slot_util_p10", False), ("util_share", False),
+])
+def test_ratio_columns_follow_one_naming_scheme(tmp_path: Path, column: str, good: bool) -> None:
+    body = GOOD.replace("AS n", f"AS {column}").replace("-- n:", f"-- {column}:")
+    write_views(tmp_path, {"demo_v1.sql": body.replace("count(*)", "0.5")})
+    problems = lint(discover(tmp_path))
+    assert (problems == []) == good, problems
+    # a superseded version keeps the names it was released with
+    write_views(tmp_path, {"demo_v2.sql": GOOD})
+    assert lint(discover(tmp_path)) == []
