@@ -49,6 +49,7 @@ class View:
     columns: tuple[str, ...]
     column_docs: dict[str, str]
     depends_on: frozenset[str]
+    doc: str = ""      # the leading comment: what the view is, its grain, its sources
     tree: Any = field(default=None, compare=False, repr=False)  # the parsed sqlglot Query
 
 
@@ -75,7 +76,8 @@ def load_view(path: Path) -> View:
         raise ViewError(f"{path}: must be a single SELECT (no DDL or DML)")
     columns = tuple(_projection_names(path, tree))
     return View(f"{match['name']}_v{match['version']}", match["name"], int(match["version"]),
-                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)), tree)
+                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)),
+                _leading_doc(text), tree)
 
 
 def _projection_names(path: Path, tree: object) -> list[str]:
@@ -114,15 +116,27 @@ def _column_docs(text: str) -> dict[str, str]:
     return docs
 
 
+def _leading_doc(text: str) -> str:
+    """The comment lines before the first line of SQL, as one paragraph."""
+    lines = []
+    for line in text.lstrip().splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line[2:].strip())
+    return " ".join(line for line in lines if line)
+
+
 def lint(views: list[View]) -> list[str]:
     """Problems, one line each naming the file; empty when all views keep the house rules."""
     problems = []
     stable = _stable_names(views)
     for view in views:
-        head = view.select.lstrip().splitlines()[0] if view.select.strip() else ""
-        if not head.startswith("--"):
+        if not view.doc:
             problems.append(f"{view.path}: no leading comment stating what the view is "
                             "and its grain")
+        elif "[paper" not in view.doc and "[project]" not in view.doc:
+            problems.append(f"{view.path}: the leading comment does not say where the "
+                            "definitions come from: [paper §/Table/Fig.] or [project]")
         for column in view.columns:
             if column not in view.column_docs:
                 problems.append(f"{view.path}: column {column} is not documented in the "

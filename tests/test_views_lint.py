@@ -8,7 +8,7 @@ import pytest
 
 from etl.views import ViewError, discover, lint, load_view, order_views
 
-GOOD = """-- demo: a view. Grain: one row per run.
+GOOD = """-- demo: a view [project]. Grain: one row per run.
 SELECT run_id, count(*) AS n FROM kernels GROUP BY run_id
 -- run_id: run
 -- n: kernels
@@ -35,6 +35,15 @@ def test_missing_grain_comment_fails(tmp_path: Path) -> None:
     assert "no leading comment" in lint([load_view(path)])[0]
 
 
+def test_leading_comment_says_where_definitions_come_from(tmp_path: Path) -> None:
+    path = tmp_path / "demo_v1.sql"
+    path.write_text(GOOD.replace(" [project]", ""))
+    assert lint([load_view(path)]) == [f"{path}: the leading comment does not say where the "
+                                       "definitions come from: [paper §/Table/Fig.] or [project]"]
+    path.write_text(GOOD.replace("[project]", "[paper Fig. 5]"))
+    assert lint([load_view(path)]) == []
+
+
 @pytest.mark.parametrize("body,fragment", [
     ("-- x\nSELECT * FROM kernels\n", "SELECT *"),
     ("-- x\nDROP VIEW runs\n", "single SELECT"),
@@ -56,7 +65,8 @@ def write_views(folder: Path, files: dict[str, str]) -> list[Path]:
 
 def test_a_view_reads_pinned_versions_not_the_moving_name(tmp_path: Path) -> None:
     base = GOOD.replace("demo", "base")
-    reader = "-- reader: a view. Grain: one row per run.\nSELECT run_id FROM {}\n-- run_id: run\n"
+    reader = ("-- reader: a view [project]. Grain: one row per run.\n"
+              "SELECT run_id FROM {}\n-- run_id: run\n")
     write_views(tmp_path, {"base_v1.sql": base, "base_v2.sql": base,
                            "pinned_v1.sql": reader.format("base_v1"),
                            "moving_v1.sql": reader.format("base")})
@@ -78,7 +88,7 @@ def test_a_view_reads_pinned_versions_not_the_moving_name(tmp_path: Path) -> Non
 def test_every_division_guards_its_denominator(tmp_path: Path, expression: str,
                                                guarded: bool) -> None:
     [path] = write_views(tmp_path, {"demo_v1.sql": (
-        f"-- demo: a view. Grain: one row per run.\nSELECT run_id, {expression} AS x "
+        f"-- demo: a view [project]. Grain: one row per run.\nSELECT run_id, {expression} AS x "
         "FROM kernels GROUP BY run_id\n-- run_id: run\n-- x: a ratio\n")})
     problems = lint([load_view(path)])
     assert (problems == []) == guarded, problems
@@ -104,7 +114,7 @@ def test_code_passes_ruff_and_mypy() -> None:
 
 # ---- fingerprints: a released view keeps its definition ----------------------------------
 
-BASE = """-- base: a view. Grain: one row per run.
+BASE = """-- base: a view [project]. Grain: one row per run.
 SELECT run_id, count(*) AS n FROM kernels GROUP BY run_id
 -- run_id: run
 -- n: kernels

@@ -6,6 +6,9 @@
 -- clipped durations, so it exceeds busy_ns when streams overlap.
 -- run_name comes from the helpers and is kept in every key and join, so that a filter on
 -- it is pushed down to `runs` at the base and only that run's files are read.
+-- [paper, level 1] gpu_util = GPU kernel execution time / total execution time of the
+-- iteration. [project] Busy time is the union of kernel intervals clipped to the window
+-- of _iteration_windows; activity_* and kernel_time_ns are this project's additions.
 WITH busy AS (
     SELECT
         w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration,

@@ -1,5 +1,6 @@
 -- kernel_summary: where GPU time goes, by kernel name.
 -- Grain: one row per run and kernel name (kind = kernel; all ranks and devices together).
+-- [project] A breakdown of this project's, not a figure of the paper.
 WITH run_busy AS (
     SELECT run_id, sum(end_ns - start_ns) AS busy_ns
     FROM _busy_intervals_v1

@@ -1,6 +1,7 @@
 -- op_time: GPU time by framework operator and layer.
 -- Grain: one row per run, op_name and layer (NULLs are groups of their own: kernels with no
 -- enclosing cpu_op, or launched outside any nn.Module / record_function scope).
+-- [project] A breakdown of this project's, not a figure of the paper.
 SELECT
     k.run_id,
     r.run_name,

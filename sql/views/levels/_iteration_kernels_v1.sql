@@ -4,6 +4,8 @@
 -- K_i follows gpu_utilization: kernels launched within ProfilerStep#i's host span, or for a
 -- trace without steps every kernel with a launch. When a kernel matched kernels of several
 -- ncu exports, the lowest ncu_source_id is used.
+-- [project] K_i (as gpu_utilization's) and the choice among several exports are this
+-- project's.
 WITH matched AS (
     SELECT run_id, source_id, kernel_id, ncu_source_id, ncu_id, score
     FROM kernel_match

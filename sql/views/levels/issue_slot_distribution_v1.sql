@@ -1,6 +1,8 @@
 -- issue_slot_distribution: the distribution of kernels' SMSP issue-slot utilization (the
 -- paper's Fig. 6: violin and mean per run).
 -- Grain: one row per run (matched kernels of all iterations, all ranks and devices).
+-- [paper Fig. 6] The distribution over kernels and its mean; the 0.6 threshold is the
+-- paper's A100 vs V100 remark. [project] The quantiles and the duration-weighted mean.
 SELECT
     run_id,
     run_name,

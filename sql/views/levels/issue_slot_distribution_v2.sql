@@ -1,6 +1,8 @@
 -- issue_slot_distribution: the distribution of kernels' SMSP issue-slot utilization (the
 -- paper's Fig. 6: violin and mean per run).
 -- Grain: one row per run (matched kernels of all iterations, all ranks and devices).
+-- [paper Fig. 6] The distribution over kernels and its mean; the 0.6 threshold is the
+-- paper's A100 vs V100 remark. [project] The quantiles and the duration-weighted mean.
 -- v2: the same rows as v1; above_60pct_ratio is above_60pct_share (ratio names: levels
 -- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
 -- 2026-11-25).

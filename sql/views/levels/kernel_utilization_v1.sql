@@ -1,6 +1,8 @@
 -- kernel_utilization: the hardware levels of every matched trace kernel, with its framework
 -- context (operator, layer, iteration) from the trace and its counters from Nsight Compute.
 -- Grain: one row per run, trace kernel and ncu export it matched.
+-- [project] A kernel's ratios joined to its framework context through the matcher
+-- (etl/match/).
 SELECT
     k.run_id,
     r.run_name,

@@ -3,6 +3,8 @@
 -- Grain: one row per run, op_name and layer (NULL groups: no enclosing op / scope).
 -- Over the matched kernels of all iterations; means are weighted by trace duration, the
 -- quantiles are over kernels (each kernel counts once), NULL ratios are left out.
+-- [paper Fig. 7] Per-layer distributions. [project] The grouping (outermost op,
+-- innermost scope), the duration weighting and the p10/p50/p90 summary.
 SELECT
     run_id,
     run_name,

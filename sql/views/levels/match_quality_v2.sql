@@ -2,6 +2,8 @@
 -- Grain: one row per run, trace source, device and ncu export.
 -- The matched range is the span, in launch order, from the first to the last matched
 -- kernel of that source and device; kernels outside it were not profiled by ncu.
+-- [project] The coverage of the trace by an ncu export and the matcher's result; not in
+-- the paper.
 -- v2: the same rows as v1; count_coverage_ratio is matched_count_share and
 -- time_coverage_ratio is matched_time_share (ratio names: levels *_util, fractions of a
 -- whole *_share, comparisons *_ratio; sql/CHANGELOG.md 2026-11-25).

@@ -3,6 +3,8 @@
 -- Grain: one row per run. Ratios are averaged over the run's ranks and devices, throughput
 -- is summed over ranks (samples per second of the whole job); *_vs_best compare with the
 -- run of the same model that has the highest throughput.
+-- [project] A side-by-side table of this project's (the paper compares such runs in its
+-- figures).
 WITH per_run AS (
     SELECT
         run_id, run_name, model, framework, exec_mode, precision, batch_size, gpu,

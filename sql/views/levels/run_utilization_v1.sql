@@ -11,6 +11,9 @@
 -- tensor-core shares are time-weighted means, not scaled (they are bounds, not levels).
 -- A mean over kernels whose clipped durations sum to 0 is NULL, and so is its level.
 -- matched_time_share = sum(d_k, matched) / sum(d_k, all of K_i): how much it rests on.
+-- [paper Fig. 5] The four levels of one iteration, with Table I's definitions. [project]
+-- The iteration (the one with the most matched kernels) and the roll-up of kernel ratios
+-- below are this project's.
 WITH per_iteration AS (
     SELECT
         ik.run_id, ik.source_id, ik.device_id, ik.iteration,

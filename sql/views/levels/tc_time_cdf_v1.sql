@@ -1,6 +1,9 @@
 -- tc_time_cdf: share of GPU time spent in kernels whose tensor-core issue-slot utilization
 -- is at most t (the paper's Fig. 8), for every value t observed in the run.
 -- Grain: one row per run and distinct tc_issue_util value of its matched kernels.
+-- [paper Fig. 8] The cumulative share of GPU time by tensor-core issue-slot utilization.
+-- [project] t ranges over the observed values; GPU time is the matched kernels' trace
+-- durations.
 WITH per_value AS (
     SELECT run_id, run_name, tc_issue_util AS t, sum(dur_ns) AS gpu_time_ns,
            count(*) AS kernel_count

@@ -1,6 +1,9 @@
 -- tc_time_cdf: share of GPU time spent in kernels whose tensor-core issue-slot utilization
 -- is at most t (the paper's Fig. 8), for every value t observed in the run.
 -- Grain: one row per run and distinct tc_issue_util value of its matched kernels.
+-- [paper Fig. 8] The cumulative share of GPU time by tensor-core issue-slot utilization.
+-- [project] t ranges over the observed values; GPU time is the matched kernels' trace
+-- durations.
 -- v2: the same rows as v1; time_share_at_most_ratio is cumulative_time_share (ratio
 -- names: levels *_util, fractions of a whole *_share, comparisons *_ratio;
 -- sql/CHANGELOG.md 2026-11-25).
