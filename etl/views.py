@@ -129,7 +129,7 @@ def _leading_doc(text: str) -> str:
 def lint(views: list[View]) -> list[str]:
     """Problems, one line each naming the file; empty when all views keep the house rules."""
     problems = []
-    stable = _stable_names(views)
+    stable = stable_names(views)
     for view in views:
         if not view.doc:
             problems.append(f"{view.path}: no leading comment stating what the view is "
@@ -207,7 +207,7 @@ def _guarded(div: Any) -> bool:
 def order_views(views: list[View]) -> list[View]:
     """Topological order by parsed dependencies; unknown tables and cycles fail."""
     by_name = {v.name: v for v in views}
-    stable = _stable_names(views)
+    stable = stable_names(views)
     known = set(TABLES) | set(by_name) | set(stable)
     ordered: list[View] = []
     state: dict[str, str] = {}
@@ -232,7 +232,7 @@ def order_views(views: list[View]) -> list[View]:
     return ordered
 
 
-def _stable_names(views: list[View]) -> dict[str, str]:
+def stable_names(views: list[View]) -> dict[str, str]:
     latest: dict[str, View] = {}
     for v in views:
         if v.stable not in latest or v.version > latest[v.stable].version:
@@ -311,20 +311,36 @@ def snapshot_view_sql(table: str, files: list[str], union_by_name: bool,
             f"read_parquet([{paths}], union_by_name = {str(union_by_name).lower()}){where}")
 
 
-def all_statements(warehouse: Warehouse) -> list[str]:
+@dataclass(frozen=True)
+class Statements:
+    tables: list[str]    # CREATE VIEW of each table over its Parquet files
+    views: list[str]     # CREATE VIEW of each view, then of its stable name
+    comments: list[str]  # COMMENT ON each of them and their columns, run last
+
+
+def checked_views() -> list[View]:
+    """The views of sql/views/, in dependency order; a ViewError when one breaks a rule."""
     views = discover()
     problems = lint(views)
     if problems:
         raise ViewError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1
                                        else ""))
-    statements = [table_view_sql(warehouse, t) for t in TABLES]
-    stable = _stable_names(views)
+    return views
+
+
+def all_statements(warehouse: Warehouse) -> Statements:
+    from etl.view_comments import comment_statements
+
+    views = checked_views()
+    statements = []
+    stable = stable_names(views)
     for view in views:
         statements.append(f"CREATE OR REPLACE VIEW {view.name} AS\n{view.select}")
         if stable[view.stable] == view.name:
             statements.append(f"CREATE OR REPLACE VIEW {view.stable} AS SELECT "
                               + ", ".join(f'"{c}"' for c in view.columns) + f" FROM {view.name}")
-    return statements
+    return Statements([table_view_sql(warehouse, t) for t in TABLES], statements,
+                      comment_statements(views))
 
 
 # Commit straight into warehouse.duckdb by a checkpoint, never through a WAL file: DuckDB
@@ -338,14 +354,14 @@ NO_WAL: dict[str, str | bool | int | float | list[str]] = {
 
 def inputs_fingerprint(warehouse: Warehouse) -> str:
     """A hash of everything the statements are made from (the view files, the table
-    schemas, this module, the warehouse path): checked at every query, so it must cost
-    far less than rendering and parsing every view."""
-    from etl import schema
+    schemas, the modules that write them, the warehouse path): checked at every query, so
+    it must cost far less than rendering and parsing every view."""
+    from etl import schema, view_comments
     from etl.schema import SCHEMA_DIR
 
     digest = hashlib.sha256(str(warehouse.root).encode())
     sources = [*sorted(SQL_DIR.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
-               Path(__file__), Path(schema.__file__)]
+               Path(__file__), Path(schema.__file__), Path(view_comments.__file__)]
     for path in sources:
         digest.update(b"\0" + str(path.relative_to(SQL_DIR.parent.parent)).encode() + b"\0")
         digest.update(path.read_bytes())
@@ -377,7 +393,7 @@ def ensure_views(warehouse: Warehouse) -> bool:
     return True
 
 
-def _cheap_binding_order(warehouse: Warehouse, statements: list[str]) -> list[str]:
+def _cheap_binding_order(warehouse: Warehouse, statements: Statements) -> list[str]:
     """The statements, with the tables first over their zero-row schema files only.
 
     DuckDB binds each CREATE VIEW, and binding a view binds every table view under it again,
@@ -393,5 +409,4 @@ def _cheap_binding_order(warehouse: Warehouse, statements: list[str]) -> list[st
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         placeholders.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
                             f"read_parquet({path})")
-    tables, views = statements[:len(TABLES)], statements[len(TABLES):]
-    return placeholders + views + tables
+    return placeholders + statements.views + statements.tables + statements.comments
