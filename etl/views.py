@@ -269,23 +269,55 @@ VISIBLE_AT_QUERY_START = (
     "AS BIGINT), 0) <= epoch_us(get_current_timestamp())")
 
 
-def table_view_sql(warehouse: Warehouse, table: str) -> str:
+# The stored views find the Parquet files beside the database they are stored in, at each
+# query: a warehouse folder copied or moved elsewhere reads its own files, never the
+# original's. DuckDB has no function for that path which a table function may take
+# (read_parquet's arguments are folded to constants: duckdb_databases() is a subquery and
+# not allowed), but current_setting() is folded, and DuckDB's default temp_directory is
+# the database path with ".tmp" inserted before its first "?" (appended when there is
+# none; the WAL is named the same way, see NO_WAL). A session that sets temp_directory or
+# opens the file by ATTACH names the folder itself: SET VARIABLE warehouse_root = 'DIR'.
+_TEMP = "current_setting('temp_directory')"
+_DATABASE = "warehouse.duckdb"
+_LOST = ("the warehouse views read the Parquet files beside warehouse.duckdb, found through "
+         "the default temp_directory, which this session changed (or the database is "
+         "attached): SET VARIABLE warehouse_root = '/path/to/the/warehouse/folder'")
+ROOT_MACROS = [
+    "CREATE OR REPLACE MACRO _warehouse_database() AS "
+    f"CASE WHEN contains({_TEMP}, '?') "
+    f"THEN left({_TEMP}, strpos({_TEMP}, '?') - 5) || substr({_TEMP}, strpos({_TEMP}, '?')) "
+    f"ELSE left({_TEMP}, -4) END",
+    "CREATE OR REPLACE MACRO _warehouse_root() AS "
+    "CASE WHEN getvariable('warehouse_root') IS NOT NULL "
+    "THEN rtrim(getvariable('warehouse_root'), '/') || '/' "
+    f"WHEN _warehouse_database() = '{_DATABASE}' THEN '' "
+    f"WHEN suffix(_warehouse_database(), '/{_DATABASE}') "
+    f"THEN left(_warehouse_database(), -{len(_DATABASE)}) "
+    f"ELSE error({_sql_string(_LOST)}) END",
+    # a glob that matches the folder literally (as glob_literal does)
+    "CREATE OR REPLACE MACRO _warehouse_files(table_name) AS "
+    r"regexp_replace(_warehouse_root(), '([*?\[])', '[\1]', 'g') || 'data/*/' || table_name "
+    "|| '.parquet'",
+]
+
+
+def table_view_sql(table: str) -> str:
     """A table as a view over its Parquet files, keeping each run's current publish.
 
     `runs` comes first in FROM so it is bound (its files listed) before the table's own
     files: a publish folder that `runs` sees is then already in the table's listing.
     """
-    glob = _sql_string(glob_literal(str(warehouse.data)) + f"/*/{table}.parquet")
+    files = f"_warehouse_files('{table}')"
     if table == "runs":
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
-                f"read_parquet({glob}, union_by_name = true, filename = true) "
+                f"read_parquet({files}, union_by_name = true, filename = true) "
                 f"WHERE {VISIBLE_AT_QUERY_START} QUALIFY row_number() OVER "
                 f"(PARTITION BY run_name ORDER BY publish_seq DESC) = 1")
     columns = ", ".join(f't."{c}"' for c in table_schema(table).names)
     return (f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
             f"(SELECT publish_id FROM runs) AS current_publish "
-            f"JOIN read_parquet({glob}, union_by_name = true) AS t "
+            f"JOIN read_parquet({files}, union_by_name = true) AS t "
             f"ON t.publish_id = current_publish.publish_id")
 
 
@@ -313,7 +345,7 @@ def snapshot_view_sql(table: str, files: list[str], union_by_name: bool,
 
 @dataclass(frozen=True)
 class Statements:
-    tables: list[str]    # CREATE VIEW of each table over its Parquet files
+    tables: list[str]    # the root macros, then each table as a view over its files
     views: list[str]     # CREATE VIEW of each view, then of its stable name
     comments: list[str]  # COMMENT ON each of them and their columns, run last
 
@@ -339,7 +371,7 @@ def all_statements(warehouse: Warehouse) -> Statements:
         if stable[view.stable] == view.name:
             statements.append(f"CREATE OR REPLACE VIEW {view.stable} AS SELECT "
                               + ", ".join(f'"{c}"' for c in view.columns) + f" FROM {view.name}")
-    return Statements([table_view_sql(warehouse, t) for t in TABLES], statements,
+    return Statements([*ROOT_MACROS, *(table_view_sql(t) for t in TABLES)], statements,
                       comment_statements(views))
 
 
@@ -352,14 +384,15 @@ NO_WAL: dict[str, str | bool | int | float | list[str]] = {
     "checkpoint_threshold": "0b", "auto_checkpoint_skip_wal_threshold": 0}
 
 
-def inputs_fingerprint(warehouse: Warehouse) -> str:
+def inputs_fingerprint() -> str:
     """A hash of everything the statements are made from (the view files, the table
-    schemas, the modules that write them, the warehouse path): checked at every query, so
-    it must cost far less than rendering and parsing every view."""
+    schemas, the modules that write them; not the warehouse's path, which they do not
+    hold): checked at every query, so it must cost far less than rendering and parsing
+    every view."""
     from etl import schema, view_comments
     from etl.schema import SCHEMA_DIR
 
-    digest = hashlib.sha256(str(warehouse.root).encode())
+    digest = hashlib.sha256()
     sources = [*sorted(SQL_DIR.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
                Path(__file__), Path(schema.__file__), Path(view_comments.__file__)]
     for path in sources:
@@ -374,7 +407,7 @@ def ensure_views(warehouse: Warehouse) -> bool:
 
     check_root(warehouse)
     stamp = warehouse.root / "views.sha256"
-    wanted = inputs_fingerprint(warehouse)
+    wanted = inputs_fingerprint()
     if warehouse.database.exists() and stamp.exists() and stamp.read_text("utf-8") == wanted:
         return True
     statements = all_statements(warehouse)
