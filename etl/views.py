@@ -28,6 +28,8 @@ from etl.errors import EtlError
 from etl.schema import TABLES, table_schema
 
 if TYPE_CHECKING:
+    import duckdb
+
     from etl.warehouse import Warehouse
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql" / "views"
@@ -300,6 +302,16 @@ ROOT_MACROS = [
     "|| '.parquet'",
 ]
 
+MACRO_DOCS = {
+    "_warehouse_database": "This database's path, from DuckDB's default temp_directory "
+                           "(<database>.tmp).",
+    "_warehouse_root": "The warehouse folder this database lies in (with a trailing /; '' "
+                       "for the working directory), or the variable warehouse_root when "
+                       "set: the table views read data/*/<table>.parquet under it.",
+    "_warehouse_files": "The glob of a table's Parquet files under _warehouse_root(), its "
+                        "glob characters matched literally.",
+}
+
 
 def table_view_sql(table: str) -> str:
     """A table as a view over its Parquet files, keeping each run's current publish.
@@ -371,8 +383,10 @@ def all_statements(warehouse: Warehouse) -> Statements:
         if stable[view.stable] == view.name:
             statements.append(f"CREATE OR REPLACE VIEW {view.stable} AS SELECT "
                               + ", ".join(f'"{c}"' for c in view.columns) + f" FROM {view.name}")
+    macro_docs = [f"COMMENT ON MACRO {name} IS {_sql_string(doc)}"
+                  for name, doc in MACRO_DOCS.items()]
     return Statements([*ROOT_MACROS, *(table_view_sql(t) for t in TABLES)], statements,
-                      comment_statements(views))
+                      comment_statements(views) + macro_docs)
 
 
 # Commit straight into warehouse.duckdb by a checkpoint, never through a WAL file: DuckDB
@@ -401,28 +415,61 @@ def inputs_fingerprint() -> str:
     return digest.hexdigest()
 
 
+STAMP = "views.sha256"
+# What a writable shell can break: a view dropped or replaced (its text or comment changes,
+# and a replaced view loses its column comments with its own). duckdb_views() costs a few
+# ms; duckdb_functions() tens, so the macros are checked by what they return instead.
+_STORED_VIEWS = ("SELECT view_name, sql, comment FROM duckdb_views() "
+                 "WHERE database_name = current_database() AND NOT internal ORDER BY view_name")
+
+
+def _catalog_digest(con: duckdb.DuckDBPyConnection) -> str:
+    return hashlib.sha256(repr(con.execute(_STORED_VIEWS).fetchall()).encode()).hexdigest()
+
+
+def views_current(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> bool:
+    """Whether `con` (on warehouse.database) holds the views as the last `ensure_views`
+    left them, made from the current inputs: the stamp says which, the catalog is read."""
+    import duckdb
+
+    stamp = warehouse.root / STAMP
+    if not stamp.exists() or stamp.read_text("utf-8").split() != [
+            inputs_fingerprint(), _catalog_digest(con)]:
+        return False
+    try:
+        [(files,)] = con.execute("SELECT _warehouse_files('runs')").fetchall()
+    except duckdb.Error:
+        return False  # a macro was dropped
+    return bool(files == glob_literal(f"{warehouse.root}/") + "data/*/runs.parquet")
+
+
 def ensure_views(warehouse: Warehouse) -> bool:
-    """Create or refresh the views when their text changed; False if the file is locked."""
+    """Create or refresh the views when their inputs changed or the database no longer
+    holds them as written (dropped or replaced from a shell); False if the file is locked."""
     import duckdb
 
     check_root(warehouse)
-    stamp = warehouse.root / "views.sha256"
-    wanted = inputs_fingerprint()
-    if warehouse.database.exists() and stamp.exists() and stamp.read_text("utf-8") == wanted:
-        return True
+    if warehouse.database.exists():
+        try:
+            with duckdb.connect(str(warehouse.database), read_only=True) as con:
+                if views_current(con, warehouse):
+                    return True
+        except (duckdb.IOException, duckdb.ConnectionException):
+            return False  # a writer holds the file
     statements = all_statements(warehouse)
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
-    except duckdb.IOException:
+    except (duckdb.IOException, duckdb.ConnectionException):
         return False  # a reader holds the file; data stays visible through existing views
     try:
         con.execute("BEGIN")
         for statement in _cheap_binding_order(warehouse, statements):
             con.execute(statement)
         con.execute("COMMIT")
+        stamp = f"{inputs_fingerprint()}\n{_catalog_digest(con)}\n"
     finally:
         con.close()
-    stamp.write_text(wanted, "utf-8")
+    (warehouse.root / STAMP).write_text(stamp, "utf-8")
     return True
 
 

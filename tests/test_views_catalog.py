@@ -71,3 +71,30 @@ def test_the_shell_shows_a_view_and_a_column_comment(warehouse: Path) -> None:
     assert doc.startswith("run_summary: one representative iteration per run")
     assert "[project] \"Stable\" read as within 5% of the median window" in doc
     assert column.startswith("Duration") and column.endswith("Unit: ns.")
+
+
+DAMAGE = {
+    "dropped": "DROP VIEW run_summary",
+    "dropped under others": "DROP VIEW gpu_utilization_v1",
+    "replaced": "CREATE OR REPLACE VIEW gpu_utilization AS SELECT 1 AS gpu_util",
+    "replaced alike": "CREATE OR REPLACE VIEW gpu_utilization AS SELECT * FROM gpu_utilization_v1",
+    "comment cleared": "COMMENT ON VIEW kernels IS NULL",
+    "macro dropped": "DROP MACRO _warehouse_files",
+}
+
+
+@pytest.mark.parametrize("repair", ["views", "query"])
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_views_broken_from_a_writable_shell_are_written_again(warehouse: Path, damage: str,
+                                                              repair: str) -> None:
+    with duckdb.connect(str(warehouse / "warehouse.duckdb")) as con:  # a writable shell
+        con.execute(DAMAGE[damage])
+    if repair == "views":
+        result = cli("views", "--warehouse", str(warehouse))
+    else:
+        result = cli("query", "SELECT 1", "--warehouse", str(warehouse))
+    assert result.returncode == 0, result.stderr
+    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
+        assert stored_docs(con) == expected_docs()
+        assert con.execute("SELECT run_name, gpu_util FROM run_summary").fetchall() == [
+            ("a", 0.4)]
