@@ -210,7 +210,8 @@ def demo(dest: Path) -> None:
 @main.command()
 @warehouse_option
 def views(warehouse_dir: Path) -> None:
-    """(Re)create the warehouse's views in warehouse.duckdb.
+    """Check the views in warehouse.duckdb and write them again if their files changed or
+    a shell dropped or replaced one (`etl ingest` and `etl query` do it too).
 
     \b
     Example:

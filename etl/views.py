@@ -1,8 +1,11 @@
 """SQL views: discover sql/views/, render, lint, order by dependency, create in DuckDB.
 
 A view file `sql/views/<area>/<name>_v<N>.sql` holds one documented SELECT; the tool wraps
-it in CREATE OR REPLACE VIEW <name>_v<N>, and <name> points to the highest N. Tables are
-views too, generated from schemas/ over the warehouse's Parquet files.
+it in CREATE OR REPLACE VIEW <name>_v<N>, and <name> points to the highest N. A view reads
+pinned `_vN` names, and a released one never changes (etl/view_fingerprints.py). Tables are
+views too, generated from schemas/ over the Parquet files that lie beside the database
+(found at each query, so the folder may be copied or moved: ROOT_MACROS). Every view and
+column carries its documentation as a DuckDB comment (etl/view_comments.py).
 
 What a reader sees while `etl ingest` publishes (the stored views, e.g. the DuckDB shell):
 DuckDB lists a table view's files when it binds that reference, once per reference, so
