@@ -255,7 +255,8 @@ def demo(dest: Path) -> None:
 @main.command()
 @warehouse_option
 def views(warehouse_dir: Path) -> None:
-    """(Re)create the warehouse's views in warehouse.duckdb.
+    """Check the views in warehouse.duckdb and write them again if their files changed or
+    a shell dropped or replaced one (`etl ingest` and `etl query` do it too).
 
     \b
     Example:
@@ -347,21 +348,36 @@ def formats() -> None:
 
 
 @main.command("lint-sql")
-def lint_sql() -> None:
-    """Check that every view is one documented SELECT with known dependencies.
+@click.option("--record", is_flag=True,
+              help="Record the fingerprints of new views (and of changed views that "
+                   "sql/CHANGELOG.md does not name yet) in sql/fingerprints.toml.")
+@click.option("--rebase", is_flag=True,
+              help="With --record: take every fingerprint again, after an upgrade of sqlglot "
+                   "alone (refused under the sqlglot that took them).")
+def lint_sql(record: bool, rebase: bool) -> None:
+    """Check the views: one documented SELECT each, known dependencies read by pinned _vN
+    names, guarded divisions, and released views unchanged since their fingerprint.
 
     \b
     Example:
       etl lint-sql
+      etl lint-sql --record    # after adding sql/views/<area>/<name>_v<N>.sql
     """
+    from etl import view_fingerprints
     from etl.views import discover, lint
 
-    problems = lint(discover())
+    if rebase and not record:
+        raise click.UsageError("--rebase goes with --record")
+    views = discover()
+    if record:
+        for name in view_fingerprints.record(views, rebase=rebase):
+            click.echo(f"recorded {name}")
+    problems = lint(views) + view_fingerprints.check(views)
     for line in problems:
         click.echo(line, err=True)
     if problems:
         sys.exit(1)
-    click.echo("all views documented")
+    click.echo(f"{len(views)} views keep the house rules and match their fingerprints")
 
 
 # --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)

@@ -28,20 +28,13 @@ SCHEMA_MISMATCH = ("schema mismatch", "Error while reading file", "Failed to rea
 def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     import duckdb
 
-    from etl.views import ensure_views
     from etl.warehouse import Warehouse
 
     warehouse = Warehouse.at(warehouse_dir)
     if not warehouse.exists():
         raise WarehouseError(f"{warehouse.root}: no warehouse here; run `etl ingest RUNS "
                              f"--warehouse {warehouse_dir}` first")
-    ensure_views(warehouse)
-    try:
-        con = duckdb.connect(str(warehouse.database), read_only=True)
-        # each reference to a table in a query opens its files again: parse footers once
-        con.execute("SET parquet_metadata_cache = true")
-    except duckdb.Error as exc:
-        raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
+    con = _connect_to_current_views(warehouse)
     try:
         with warehouse.reader_lease():
             return _execute(con, warehouse, sql)
@@ -50,6 +43,33 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
         raise EtlError(f"query failed: {first}") from None
     finally:
         con.close()
+
+
+def _connect_to_current_views(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """A read-only connection on views as `ensure_views` writes them: written again first
+    when their inputs changed or a shell dropped or replaced one (checked on the reader's
+    own connection, so an unchanged warehouse is opened once)."""
+    from etl.views import ensure_views, views_current
+
+    con = _connect(warehouse) if warehouse.database.exists() else None
+    if con is not None and views_current(con, warehouse):
+        return con
+    if con is not None:
+        con.close()  # the views are written by a connection of their own
+    ensure_views(warehouse)
+    return _connect(warehouse)
+
+
+def _connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(warehouse.database), read_only=True)
+        # each reference to a table in a query opens its files again: parse footers once
+        con.execute("SET parquet_metadata_cache = true")
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
+    return con
 
 
 def _execute(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, sql: str

@@ -1,8 +1,11 @@
 """SQL views: discover sql/views/, render, lint, order by dependency, create in DuckDB.
 
 A view file `sql/views/<area>/<name>_v<N>.sql` holds one documented SELECT; the tool wraps
-it in CREATE OR REPLACE VIEW <name>_v<N>, and <name> points to the highest N. Tables are
-views too, generated from schemas/ over the warehouse's Parquet files.
+it in CREATE OR REPLACE VIEW <name>_v<N>, and <name> points to the highest N. A view reads
+pinned `_vN` names, and a released one never changes (etl/view_fingerprints.py). Tables are
+views too, generated from schemas/ over the Parquet files that lie beside the database
+(found at each query, so the folder may be copied or moved: ROOT_MACROS). Every view and
+column carries its documentation as a DuckDB comment (etl/view_comments.py).
 
 What a reader sees while `etl ingest` publishes (the stored views, e.g. the DuckDB shell):
 DuckDB lists a table view's files when it binds that reference, once per reference, so
@@ -20,15 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from etl.errors import EtlError
 from etl.resources import data_dir
 from etl.schema import TABLES, table_schema
 
 if TYPE_CHECKING:
+    import duckdb
+
     from etl.warehouse import Warehouse
 
 SQL_DIR = data_dir("sql") / "views"
@@ -50,6 +55,8 @@ class View:
     columns: tuple[str, ...]
     column_docs: dict[str, str]
     depends_on: frozenset[str]
+    doc: str = ""      # the leading comment: what the view is, its grain, its sources
+    tree: Any = field(default=None, compare=False, repr=False)  # the parsed sqlglot Query
 
 
 def discover(sql_dir: Path = SQL_DIR) -> list[View]:
@@ -75,7 +82,8 @@ def load_view(path: Path) -> View:
         raise ViewError(f"{path}: must be a single SELECT (no DDL or DML)")
     columns = tuple(_projection_names(path, tree))
     return View(f"{match['name']}_v{match['version']}", match["name"], int(match["version"]),
-                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)))
+                path, text, columns, _column_docs(text), frozenset(_dependencies(tree)),
+                _leading_doc(text), tree)
 
 
 def _projection_names(path: Path, tree: object) -> list[str]:
@@ -95,9 +103,10 @@ def _dependencies(tree: object) -> set[str]:
     from sqlglot import exp
 
     assert isinstance(tree, exp.Expression)
-    ctes = {cte.alias for cte in tree.find_all(exp.CTE)}
-    return {t.name for t in tree.find_all(exp.Table) if t.name and t.name not in ctes
-            and not isinstance(t.this, exp.Anonymous)}
+    # DuckDB matches names case-insensitively, quoted or not
+    ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
+    return {t.name.lower() for t in tree.find_all(exp.Table) if t.name
+            and t.name.lower() not in ctes and not isinstance(t.this, exp.Anonymous)}
 
 
 def _column_docs(text: str) -> dict[str, str]:
@@ -113,14 +122,27 @@ def _column_docs(text: str) -> dict[str, str]:
     return docs
 
 
+def _leading_doc(text: str) -> str:
+    """The comment lines before the first line of SQL, as one paragraph."""
+    lines = []
+    for line in text.lstrip().splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line[2:].strip())
+    return " ".join(line for line in lines if line)
+
+
 def lint(views: list[View]) -> list[str]:
-    """Problems, one line each naming the file; empty when all views are documented."""
+    """Problems, one line each naming the file; empty when all views keep the house rules."""
     problems = []
+    stable = stable_names(views)
     for view in views:
-        head = view.select.lstrip().splitlines()[0] if view.select.strip() else ""
-        if not head.startswith("--"):
+        if not view.doc:
             problems.append(f"{view.path}: no leading comment stating what the view is "
                             "and its grain")
+        elif "[paper" not in view.doc and "[project]" not in view.doc:
+            problems.append(f"{view.path}: the leading comment does not say where the "
+                            "definitions come from: [paper §/Table/Fig.] or [project]")
         for column in view.columns:
             if column not in view.column_docs:
                 problems.append(f"{view.path}: column {column} is not documented in the "
@@ -128,13 +150,70 @@ def lint(views: list[View]) -> list[str]:
         for column in view.column_docs:
             if column not in view.columns:
                 problems.append(f"{view.path}: documents {column}, which the view does not return")
+        problems += _moving_references(view, stable)
+        problems += _unguarded_divisions(view)
+        if stable[view.stable] == view.name:  # older versions keep the names they had
+            problems += _ratio_names(view)
     return problems
+
+
+_RATIO_WORDS = ("util", "share", "ratio")
+_ANNOTATION = re.compile(r"_(source|reason)$")  # text about a ratio column: x_util_source
+
+
+def _ratio_names(view: View) -> list[str]:
+    """One naming scheme for ratios: a level ends in _util, a fraction of a whole in
+    _share, a comparison in _ratio, and a name holds one of the three, last."""
+    problems = []
+    for column in view.columns:
+        words = [w for w in _ANNOTATION.sub("", column).split("_") if w in _RATIO_WORDS]
+        if len(words) > 1 or (words and not _ANNOTATION.sub("", column).endswith(words[0])):
+            problems.append(f"{view.path}: column {column}: a ratio's name ends in _util (a "
+                            "level), _share (a fraction of a whole) or _ratio (a comparison), "
+                            "once and last (p10_issue_slot_util, not issue_slot_util_p10)")
+    return problems
+
+
+def _moving_references(view: View, stable: dict[str, str]) -> list[str]:
+    """A view reads pinned `_vN` names: publishing x_v2 must not change what y_v1 returns."""
+    return [f"{view.path}: reads {dep}, the name that follows the newest version; read "
+            f"{stable[dep]} instead" for dep in sorted(view.depends_on) if dep in stable]
+
+
+def _unguarded_divisions(view: View) -> list[str]:
+    """Divisions whose denominator may be 0: DuckDB gives NaN for 0.0/0.0 and ±inf for
+    x/0.0, and a view returns NULL where a value cannot be computed."""
+    from sqlglot import exp
+
+    if view.tree is None:
+        return []
+    return [f"{view.path}: the division by {div.expression.sql('duckdb')} is unguarded; "
+            "write x / nullif(d, 0) (DuckDB's 0.0/0.0 is NaN) or divide inside CASE WHEN"
+            for div in view.tree.find_all(exp.Div) if not _guarded(div)]
+
+
+def _guarded(div: Any) -> bool:
+    """The denominator is nullif(d, 0) or a non-zero number, or the division sits in the
+    THEN of a CASE WHEN (whose condition is taken to exclude a zero denominator)."""
+    from sqlglot import exp
+
+    den = div.expression.unnest()
+    if isinstance(den, exp.Nullif):
+        return True
+    if isinstance(den, exp.Literal) and den.is_number:
+        return float(den.this) != 0
+    node = div
+    while node.parent is not None:
+        if isinstance(node.parent, exp.If) and node.arg_key == "true":
+            return True
+        node = node.parent
+    return False
 
 
 def order_views(views: list[View]) -> list[View]:
     """Topological order by parsed dependencies; unknown tables and cycles fail."""
     by_name = {v.name: v for v in views}
-    stable = _stable_names(views)
+    stable = stable_names(views)
     known = set(TABLES) | set(by_name) | set(stable)
     ordered: list[View] = []
     state: dict[str, str] = {}
@@ -159,7 +238,7 @@ def order_views(views: list[View]) -> list[View]:
     return ordered
 
 
-def _stable_names(views: list[View]) -> dict[str, str]:
+def stable_names(views: list[View]) -> dict[str, str]:
     latest: dict[str, View] = {}
     for v in views:
         if v.stable not in latest or v.version > latest[v.stable].version:
@@ -196,23 +275,65 @@ VISIBLE_AT_QUERY_START = (
     "AS BIGINT), 0) <= epoch_us(get_current_timestamp())")
 
 
-def table_view_sql(warehouse: Warehouse, table: str) -> str:
+# The stored views find the Parquet files beside the database they are stored in, at each
+# query: a warehouse folder copied or moved elsewhere reads its own files, never the
+# original's. DuckDB has no function for that path which a table function may take
+# (read_parquet's arguments are folded to constants: duckdb_databases() is a subquery and
+# not allowed), but current_setting() is folded, and DuckDB's default temp_directory is
+# the database path with ".tmp" inserted before its first "?" (appended when there is
+# none; the WAL is named the same way, see NO_WAL). A session that sets temp_directory or
+# opens the file by ATTACH names the folder itself: SET VARIABLE warehouse_root = 'DIR'.
+_TEMP = "current_setting('temp_directory')"
+_DATABASE = "warehouse.duckdb"
+_LOST = ("the warehouse views read the Parquet files beside warehouse.duckdb, found through "
+         "the default temp_directory, which this session changed (or the database is "
+         "attached): SET VARIABLE warehouse_root = '/path/to/the/warehouse/folder'")
+ROOT_MACROS = [
+    "CREATE OR REPLACE MACRO _warehouse_database() AS "
+    f"CASE WHEN contains({_TEMP}, '?') "
+    f"THEN left({_TEMP}, strpos({_TEMP}, '?') - 5) || substr({_TEMP}, strpos({_TEMP}, '?')) "
+    f"ELSE left({_TEMP}, -4) END",
+    "CREATE OR REPLACE MACRO _warehouse_root() AS "
+    "CASE WHEN getvariable('warehouse_root') IS NOT NULL "
+    "THEN rtrim(getvariable('warehouse_root'), '/') || '/' "
+    f"WHEN _warehouse_database() = '{_DATABASE}' THEN '' "
+    f"WHEN suffix(_warehouse_database(), '/{_DATABASE}') "
+    f"THEN left(_warehouse_database(), -{len(_DATABASE)}) "
+    f"ELSE error({_sql_string(_LOST)}) END",
+    # a glob that matches the folder literally (as glob_literal does)
+    "CREATE OR REPLACE MACRO _warehouse_files(table_name) AS "
+    r"regexp_replace(_warehouse_root(), '([*?\[])', '[\1]', 'g') || 'data/*/' || table_name "
+    "|| '.parquet'",
+]
+
+MACRO_DOCS = {
+    "_warehouse_database": "This database's path, from DuckDB's default temp_directory "
+                           "(<database>.tmp).",
+    "_warehouse_root": "The warehouse folder this database lies in (with a trailing /; '' "
+                       "for the working directory), or the variable warehouse_root when "
+                       "set: the table views read data/*/<table>.parquet under it.",
+    "_warehouse_files": "The glob of a table's Parquet files under _warehouse_root(), its "
+                        "glob characters matched literally.",
+}
+
+
+def table_view_sql(table: str) -> str:
     """A table as a view over its Parquet files, keeping each run's current publish.
 
     `runs` comes first in FROM so it is bound (its files listed) before the table's own
     files: a publish folder that `runs` sees is then already in the table's listing.
     """
-    glob = _sql_string(glob_literal(str(warehouse.data)) + f"/*/{table}.parquet")
+    files = f"_warehouse_files('{table}')"
     if table == "runs":
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
-                f"read_parquet({glob}, union_by_name = true, filename = true) "
+                f"read_parquet({files}, union_by_name = true, filename = true) "
                 f"WHERE {VISIBLE_AT_QUERY_START} QUALIFY row_number() OVER "
                 f"(PARTITION BY run_name ORDER BY publish_seq DESC) = 1")
     columns = ", ".join(f't."{c}"' for c in table_schema(table).names)
     return (f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
             f"(SELECT publish_id FROM runs) AS current_publish "
-            f"JOIN read_parquet({glob}, union_by_name = true) AS t "
+            f"JOIN read_parquet({files}, union_by_name = true) AS t "
             f"ON t.publish_id = current_publish.publish_id")
 
 
@@ -238,20 +359,38 @@ def snapshot_view_sql(table: str, files: list[str], union_by_name: bool,
             f"read_parquet([{paths}], union_by_name = {str(union_by_name).lower()}){where}")
 
 
-def all_statements(warehouse: Warehouse) -> list[str]:
+@dataclass(frozen=True)
+class Statements:
+    tables: list[str]    # the root macros, then each table as a view over its files
+    views: list[str]     # CREATE VIEW of each view, then of its stable name
+    comments: list[str]  # COMMENT ON each of them and their columns, run last
+
+
+def checked_views() -> list[View]:
+    """The views of sql/views/, in dependency order; a ViewError when one breaks a rule."""
     views = discover()
     problems = lint(views)
     if problems:
         raise ViewError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1
                                        else ""))
-    statements = [table_view_sql(warehouse, t) for t in TABLES]
-    stable = _stable_names(views)
+    return views
+
+
+def all_statements(warehouse: Warehouse) -> Statements:
+    from etl.view_comments import comment_statements
+
+    views = checked_views()
+    statements = []
+    stable = stable_names(views)
     for view in views:
         statements.append(f"CREATE OR REPLACE VIEW {view.name} AS\n{view.select}")
         if stable[view.stable] == view.name:
             statements.append(f"CREATE OR REPLACE VIEW {view.stable} AS SELECT "
                               + ", ".join(f'"{c}"' for c in view.columns) + f" FROM {view.name}")
-    return statements
+    macro_docs = [f"COMMENT ON MACRO {name} IS {_sql_string(doc)}"
+                  for name, doc in MACRO_DOCS.items()]
+    return Statements([*ROOT_MACROS, *(table_view_sql(t) for t in TABLES)], statements,
+                      comment_statements(views) + macro_docs)
 
 
 # Commit straight into warehouse.duckdb by a checkpoint, never through a WAL file: DuckDB
@@ -263,48 +402,82 @@ NO_WAL: dict[str, str | bool | int | float | list[str]] = {
     "checkpoint_threshold": "0b", "auto_checkpoint_skip_wal_threshold": 0}
 
 
-def inputs_fingerprint(warehouse: Warehouse) -> str:
+def inputs_fingerprint() -> str:
     """A hash of everything the statements are made from (the view files, the table
-    schemas, this module, the warehouse path): checked at every query, so it must cost
-    far less than rendering and parsing every view."""
-    from etl import schema
+    schemas, the modules that write them; not the warehouse's path, which they do not
+    hold): checked at every query, so it must cost far less than rendering and parsing
+    every view."""
+    from etl import schema, view_comments
     from etl.schema import SCHEMA_DIR
 
-    digest = hashlib.sha256(str(warehouse.root).encode())
+    digest = hashlib.sha256()
     sources = [*sorted(SQL_DIR.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
-               Path(__file__), Path(schema.__file__)]
+               Path(__file__), Path(schema.__file__), Path(view_comments.__file__)]
     for path in sources:
         digest.update(b"\0" + str(path.relative_to(SQL_DIR.parent.parent)).encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
+STAMP = "views.sha256"
+# What a writable shell can break: a view dropped or replaced (its text or comment changes,
+# and a replaced view loses its column comments with its own). duckdb_views() costs a few
+# ms; duckdb_functions() tens, so the macros are checked by what they return instead.
+_STORED_VIEWS = ("SELECT view_name, sql, comment FROM duckdb_views() "
+                 "WHERE database_name = current_database() AND NOT internal ORDER BY view_name")
+
+
+def _catalog_digest(con: duckdb.DuckDBPyConnection) -> str:
+    return hashlib.sha256(repr(con.execute(_STORED_VIEWS).fetchall()).encode()).hexdigest()
+
+
+def views_current(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> bool:
+    """Whether `con` (on warehouse.database) holds the views as the last `ensure_views`
+    left them, made from the current inputs: the stamp says which, the catalog is read."""
+    import duckdb
+
+    stamp = warehouse.root / STAMP
+    if not stamp.exists() or stamp.read_text("utf-8").split() != [
+            inputs_fingerprint(), _catalog_digest(con)]:
+        return False
+    try:
+        [(files,)] = con.execute("SELECT _warehouse_files('runs')").fetchall()
+    except duckdb.Error:
+        return False  # a macro was dropped
+    return bool(files == glob_literal(f"{warehouse.root}/") + "data/*/runs.parquet")
+
+
 def ensure_views(warehouse: Warehouse) -> bool:
-    """Create or refresh the views when their text changed; False if the file is locked."""
+    """Create or refresh the views when their inputs changed or the database no longer
+    holds them as written (dropped or replaced from a shell); False if the file is locked."""
     import duckdb
 
     check_root(warehouse)
-    stamp = warehouse.root / "views.sha256"
-    wanted = inputs_fingerprint(warehouse)
-    if warehouse.database.exists() and stamp.exists() and stamp.read_text("utf-8") == wanted:
-        return True
+    if warehouse.database.exists():
+        try:
+            with duckdb.connect(str(warehouse.database), read_only=True) as con:
+                if views_current(con, warehouse):
+                    return True
+        except (duckdb.IOException, duckdb.ConnectionException):
+            return False  # a writer holds the file
     statements = all_statements(warehouse)
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
-    except duckdb.IOException:
+    except (duckdb.IOException, duckdb.ConnectionException):
         return False  # a reader holds the file; data stays visible through existing views
     try:
         con.execute("BEGIN")
         for statement in _cheap_binding_order(warehouse, statements):
             con.execute(statement)
         con.execute("COMMIT")
+        stamp = f"{inputs_fingerprint()}\n{_catalog_digest(con)}\n"
     finally:
         con.close()
-    stamp.write_text(wanted, "utf-8")
+    (warehouse.root / STAMP).write_text(stamp, "utf-8")
     return True
 
 
-def _cheap_binding_order(warehouse: Warehouse, statements: list[str]) -> list[str]:
+def _cheap_binding_order(warehouse: Warehouse, statements: Statements) -> list[str]:
     """The statements, with the tables first over their zero-row schema files only.
 
     DuckDB binds each CREATE VIEW, and binding a view binds every table view under it again,
@@ -320,5 +493,4 @@ def _cheap_binding_order(warehouse: Warehouse, statements: list[str]) -> list[st
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         placeholders.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
                             f"read_parquet({path})")
-    tables, views = statements[:len(TABLES)], statements[len(TABLES):]
-    return placeholders + views + tables
+    return placeholders + statements.views + statements.tables + statements.comments

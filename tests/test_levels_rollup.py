@@ -123,10 +123,10 @@ def test_run_utilization_equals_the_formula(case: dict[str, Any]) -> None:
 
 
 def test_figure_views_are_consistent(case: dict[str, Any]) -> None:
-    cdf = query_json(case["wh"], "SELECT tc_issue_util, time_share_at_most_ratio FROM "
+    cdf = query_json(case["wh"], "SELECT tc_issue_util, cumulative_time_share FROM "
                      "tc_time_cdf ORDER BY tc_issue_util")
-    assert cdf[-1]["time_share_at_most_ratio"] == pytest.approx(1.0)
-    shares = [r["time_share_at_most_ratio"] for r in cdf]
+    assert cdf[-1]["cumulative_time_share"] == pytest.approx(1.0)
+    shares = [r["cumulative_time_share"] for r in cdf]
     assert shares == sorted(shares) and cdf[0]["tc_issue_util"] == 0
     [dist] = query_json(case["wh"], "SELECT kernel_count, min_util, max_util FROM "
                         "issue_slot_distribution")
@@ -137,9 +137,9 @@ def test_figure_views_are_consistent(case: dict[str, Any]) -> None:
     layers = query_json(case["wh"], "SELECT sum(kernel_count) AS n FROM layer_utilization")
     assert layers == [{"n": len(issue)}]
     [quality] = query_json(case["wh"], "SELECT matched, ncu_kernels, ncu_unmatched, "
-                           "count_coverage_ratio FROM match_quality")
+                           "matched_count_share FROM match_quality")
     assert quality == {"matched": len(issue), "ncu_kernels": len(issue), "ncu_unmatched": 0,
-                       "count_coverage_ratio": 1.0}
+                       "matched_count_share": 1.0}
     [comparison] = query_json(case["wh"], "SELECT devices, throughput_vs_best_ratio FROM "
                               "run_comparison")
     assert comparison == {"devices": 1, "throughput_vs_best_ratio": 1.0}

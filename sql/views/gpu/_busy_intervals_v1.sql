@@ -4,6 +4,9 @@
 -- also merges memcpy and memset (Table I's "all the GPU events"). Activities without a
 -- device, a start or a non-negative duration cannot be placed and are left out (they are
 -- flagged in anomalies at ingest).
+-- [paper] GPU busy time, the time the device runs kernels (level 1). [project] It is
+-- measured as the union of the kernel intervals, so overlapping streams count once; the
+-- 'activity' scope is this project's reading of Table I's "all the GPU events".
 WITH intervals AS (
     SELECT k.run_id, r.run_name, k.source_id, k.device_id, 'kernel' AS scope,
            k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns

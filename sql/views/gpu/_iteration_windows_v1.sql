@@ -7,6 +7,7 @@
 -- never overlap (torch-tb-profiler's step rule).
 -- run_name is joined at the base and kept in every key, so that a filter on it (e.g.
 -- gpu_utilization WHERE run_name = ...) is pushed down to `runs` and prunes the scans.
+-- [project] The window rule is torch-tb-profiler's step rule, a choice of this project.
 WITH gpu_devices AS (
     SELECT DISTINCT k.run_id, r.run_name, k.source_id, k.device_id
     FROM kernels AS k

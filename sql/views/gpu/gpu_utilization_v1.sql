@@ -6,6 +6,9 @@
 -- clipped durations, so it exceeds busy_ns when streams overlap.
 -- run_name comes from the helpers and is kept in every key and join, so that a filter on
 -- it is pushed down to `runs` at the base and only that run's files are read.
+-- [paper, level 1] gpu_util = GPU kernel execution time / total execution time of the
+-- iteration. [project] Busy time is the union of kernel intervals clipped to the window
+-- of _iteration_windows; activity_* and kernel_time_ns are this project's additions.
 WITH busy AS (
     SELECT
         w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration,
@@ -13,8 +16,8 @@ WITH busy AS (
                  FILTER (WHERE b.scope = 'kernel'), 0) AS busy_ns,
         coalesce(sum(least(b.end_ns, w.window_end_ns) - greatest(b.start_ns, w.window_start_ns))
                  FILTER (WHERE b.scope = 'activity'), 0) AS activity_busy_ns
-    FROM _iteration_windows AS w
-    LEFT JOIN _busy_intervals AS b
+    FROM _iteration_windows_v1 AS w
+    LEFT JOIN _busy_intervals_v1 AS b
       ON b.run_id = w.run_id AND b.run_name = w.run_name AND b.source_id = w.source_id
      AND b.device_id = w.device_id
      AND b.start_ns < w.window_end_ns AND b.end_ns > w.window_start_ns
@@ -33,7 +36,7 @@ kernel_time AS (
         coalesce(sum(least(k.ts_ns + k.dur_ns, w.window_end_ns)
                      - greatest(k.ts_ns, w.window_start_ns))
                  FILTER (WHERE k.kernel_id IS NOT NULL), 0) AS kernel_time_ns
-    FROM _iteration_windows AS w
+    FROM _iteration_windows_v1 AS w
     LEFT JOIN run_kernels AS k
       ON k.run_id = w.run_id AND k.run_name = w.run_name AND k.source_id = w.source_id
      AND k.device_id = w.device_id
@@ -57,7 +60,7 @@ SELECT
     CASE WHEN w.window_end_ns > w.window_start_ns
          THEN b.activity_busy_ns / (w.window_end_ns - w.window_start_ns) END AS activity_util,
     t.kernel_time_ns
-FROM _iteration_windows AS w
+FROM _iteration_windows_v1 AS w
 JOIN busy AS b
   ON b.run_id = w.run_id AND b.run_name = w.run_name AND b.source_id = w.source_id AND b.device_id = w.device_id
  AND b.host_start_ns = w.host_start_ns AND b.iteration IS NOT DISTINCT FROM w.iteration

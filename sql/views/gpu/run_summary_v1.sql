@@ -1,11 +1,15 @@
 -- run_summary: one representative iteration per run, rank and device, with its GPU-level
 -- utilization, the framework overhead and the throughput.
 -- Grain: one row per run, source (rank) and device that ran kernels.
--- Selection (the paper's §IV rule): the first iteration, in step order, whose window is
+-- Selection: the first iteration, in step order, whose window is
 -- within 5% of the median window of that device: |window - median| <= 0.05 * median. When
 -- no iteration qualifies (e.g. two very different steps), the one closest to the median is
 -- taken and `selection` says so; a trace without steps has its single whole-trace window.
 -- run_name is kept in every key and join so that a filter on it reaches the scans.
+-- [paper §IV] One iteration represents the run: "the first iteration with a stable
+-- execution time"; idle_ns is the paper's ML framework overhead. [project] "Stable" read
+-- as within 5% of the median window, and the fallback to the closest one, are this
+-- project's rule (the paper gives no threshold); so is the throughput.
 WITH ranked AS (
     SELECT
         g.*,
@@ -13,7 +17,7 @@ WITH ranked AS (
             AS median_window_ns,
         count(*) OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
             AS iteration_count
-    FROM gpu_utilization AS g
+    FROM gpu_utilization_v1 AS g
 ),
 scored AS (
     SELECT *,
@@ -68,7 +72,7 @@ WHERE s.pick = 1
 -- device_id: GPU index as the trace numbers it
 -- device_name: deviceProperties name of the device; NULL when the trace does not describe it
 -- selected_iteration: N of the selected ProfilerStep#N; NULL for a trace without steps
--- selection: first_within_5pct_of_median, closest_to_median (none within 5%), or whole_trace
+-- selection: first_within_5pct_of_median, closest_to_median (none within 5%), or whole_trace; the 5% rule is this project's reading of the paper's "stable execution time"
 -- iteration_count: iterations of this rank and device in the trace
 -- median_window_ns: median iteration window of this device, ns
 -- window_ns: the selected iteration's window, ns (the paper's total execution time)

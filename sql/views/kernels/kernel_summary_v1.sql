@@ -1,8 +1,9 @@
 -- kernel_summary: where GPU time goes, by kernel name.
 -- Grain: one row per run and kernel name (kind = kernel; all ranks and devices together).
+-- [project] A breakdown of this project's, not a figure of the paper.
 WITH run_busy AS (
     SELECT run_id, sum(end_ns - start_ns) AS busy_ns
-    FROM _busy_intervals
+    FROM _busy_intervals_v1
     WHERE scope = 'kernel'
     GROUP BY run_id
 )
@@ -15,7 +16,7 @@ SELECT
     avg(k.dur_ns) AS mean_ns,
     min(k.dur_ns) AS min_ns,
     max(k.dur_ns) AS max_ns,
-    sum(k.dur_ns) / b.busy_ns AS busy_share_ratio
+    sum(k.dur_ns) / nullif(b.busy_ns, 0) AS busy_share_ratio
 FROM kernels AS k
 JOIN runs AS r ON r.run_id = k.run_id
 LEFT JOIN run_busy AS b ON b.run_id = k.run_id
@@ -29,4 +30,4 @@ GROUP BY k.run_id, r.run_name, k.name, b.busy_ns
 -- mean_ns: mean duration, ns
 -- min_ns: shortest duration, ns
 -- max_ns: longest duration, ns
--- busy_share_ratio: total_ns / the run's kernel busy time (union of kernel intervals over all devices); can exceed 1 when kernels of this name overlap on several streams
+-- busy_share_ratio: total_ns / the run's kernel busy time (union of kernel intervals over all devices); can exceed 1 when kernels of this name overlap on several streams; NULL when that busy time is 0

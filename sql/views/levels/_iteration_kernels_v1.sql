@@ -4,6 +4,8 @@
 -- K_i follows gpu_utilization: kernels launched within ProfilerStep#i's host span, or for a
 -- trace without steps every kernel with a launch. When a kernel matched kernels of several
 -- ncu exports, the lowest ncu_source_id is used.
+-- [project] K_i (as gpu_utilization's) and the choice among several exports are this
+-- project's.
 WITH matched AS (
     SELECT run_id, source_id, kernel_id, ncu_source_id, ncu_id, score
     FROM kernel_match
@@ -25,7 +27,7 @@ SELECT
                 - greatest(k.ts_ns, g.window_start_ns)) AS clipped_dur_ns,
     m.ncu_source_id,
     m.ncu_id
-FROM gpu_utilization AS g
+FROM gpu_utilization_v1 AS g
 JOIN iterations AS it
   ON it.run_id = g.run_id AND it.source_id = g.source_id
  AND it.iteration IS NOT DISTINCT FROM g.iteration

@@ -1,6 +1,8 @@
 -- kernel_utilization: the hardware levels of every matched trace kernel, with its framework
 -- context (operator, layer, iteration) from the trace and its counters from Nsight Compute.
 -- Grain: one row per run, trace kernel and ncu export it matched.
+-- [project] A kernel's ratios joined to its framework context through the matcher
+-- (etl/match/).
 SELECT
     k.run_id,
     r.run_name,
@@ -26,7 +28,7 @@ SELECT
 FROM kernel_match AS m
 JOIN kernels AS k
   ON k.run_id = m.run_id AND k.source_id = m.source_id AND k.kernel_id = m.kernel_id
-JOIN ncu_kernel_utilization AS u
+JOIN ncu_kernel_utilization_v1 AS u
   ON u.run_id = m.run_id AND u.ncu_source_id = m.ncu_source_id AND u.ncu_id = m.ncu_id
 JOIN runs AS r ON r.run_id = m.run_id
 WHERE m.match_status = 'matched'

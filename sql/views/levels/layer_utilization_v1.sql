@@ -3,6 +3,8 @@
 -- Grain: one row per run, op_name and layer (NULL groups: no enclosing op / scope).
 -- Over the matched kernels of all iterations; means are weighted by trace duration, the
 -- quantiles are over kernels (each kernel counts once), NULL ratios are left out.
+-- [paper Fig. 7] Per-layer distributions. [project] The grouping (outermost op,
+-- innermost scope), the duration weighting and the p10/p50/p90 summary.
 SELECT
     run_id,
     run_name,
@@ -11,12 +13,13 @@ SELECT
     count(*) AS kernel_count,
     sum(dur_ns) AS gpu_time_ns,
 {%- for x in ratios %}
-    sum({{ x }} * dur_ns) / sum(dur_ns) FILTER (WHERE {{ x }} IS NOT NULL) AS {{ x }}_mean,
+    sum({{ x }} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {{ x }} IS NOT NULL), 0)
+        AS {{ x }}_mean,
     quantile_cont({{ x }}, 0.1) AS {{ x }}_p10,
     quantile_cont({{ x }}, 0.5) AS {{ x }}_p50,
     quantile_cont({{ x }}, 0.9) AS {{ x }}_p90{{ "," if not loop.last }}
 {%- endfor %}
-FROM kernel_utilization
+FROM kernel_utilization_v1
 GROUP BY run_id, run_name, op_name, layer
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
@@ -25,7 +28,7 @@ GROUP BY run_id, run_name, op_name, layer
 -- kernel_count: matched kernels of this op and layer
 -- gpu_time_ns: their trace durations summed, ns
 {%- for x in ratios %}
--- {{ x }}_mean: duration-weighted mean of {{ x }}, 0..1
+-- {{ x }}_mean: duration-weighted mean of {{ x }}, 0..1; NULL when those durations sum to 0
 -- {{ x }}_p10: 10th percentile of {{ x }} over kernels, 0..1
 -- {{ x }}_p50: median of {{ x }} over kernels, 0..1
 -- {{ x }}_p90: 90th percentile of {{ x }} over kernels, 0..1

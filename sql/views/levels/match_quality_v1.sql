@@ -2,6 +2,8 @@
 -- Grain: one row per run, trace source, device and ncu export.
 -- The matched range is the span, in launch order, from the first to the last matched
 -- kernel of that source and device; kernels outside it were not profiled by ncu.
+-- [project] The coverage of the trace by an ncu export and the matcher's result; not in
+-- the paper.
 WITH rows AS (
     SELECT m.*, k.device_id, k.ts_ns, k.dur_ns
     FROM kernel_match AS m

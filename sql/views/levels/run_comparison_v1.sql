@@ -3,6 +3,8 @@
 -- Grain: one row per run. Ratios are averaged over the run's ranks and devices, throughput
 -- is summed over ranks (samples per second of the whole job); *_vs_best compare with the
 -- run of the same model that has the highest throughput.
+-- [project] A side-by-side table of this project's (the paper compares such runs in its
+-- figures).
 WITH per_run AS (
     SELECT
         run_id, run_name, model, framework, exec_mode, precision, batch_size, gpu,
@@ -16,7 +18,7 @@ WITH per_run AS (
         avg(tc_active_share) AS tc_active_share,
         avg(matched_time_share) AS matched_time_share,
         sum(throughput_samples_per_s) AS throughput_samples_per_s
-    FROM run_utilization
+    FROM run_utilization_v1
     GROUP BY run_id, run_name, model, framework, exec_mode, precision, batch_size, gpu
 )
 SELECT
@@ -38,7 +40,7 @@ SELECT
     tc_active_share,
     matched_time_share,
     throughput_samples_per_s,
-    throughput_samples_per_s / max(throughput_samples_per_s) OVER (PARTITION BY model)
+    throughput_samples_per_s / nullif(max(throughput_samples_per_s) OVER (PARTITION BY model), 0)
         AS throughput_vs_best_ratio
 FROM per_run
 -- run_id: run; joins runs.run_id
@@ -59,4 +61,4 @@ FROM per_run
 -- tc_active_share: mean tensor-pipe active / SMSP active cycles, 0..1
 -- matched_time_share: mean share of kernel time resting on matched kernels, 0..1
 -- throughput_samples_per_s: samples per second summed over ranks; NULL without batch_size
--- throughput_vs_best_ratio: throughput / the best throughput among runs of the same model, 0..1
+-- throughput_vs_best_ratio: throughput / the best throughput among runs of the same model, 0..1; NULL when that best is 0 or unknown

@@ -9,7 +9,11 @@
 -- the time-weighted mean of the kernels' ratios scaled by the busy share of the window; it
 -- keeps the order GPU >= SMSP active >= issue slot since each kernel's ratios do. The two
 -- tensor-core shares are time-weighted means, not scaled (they are bounds, not levels).
+-- A mean over kernels whose clipped durations sum to 0 is NULL, and so is its level.
 -- matched_time_share = sum(d_k, matched) / sum(d_k, all of K_i): how much it rests on.
+-- [paper Fig. 5] The four levels of one iteration, with Table I's definitions. [project]
+-- The iteration (the one with the most matched kernels) and the roll-up of kernel ratios
+-- below are this project's.
 WITH per_iteration AS (
     SELECT
         ik.run_id, ik.source_id, ik.device_id, ik.iteration,
@@ -18,20 +22,21 @@ WITH per_iteration AS (
         sum(ik.clipped_dur_ns) FILTER (WHERE ik.ncu_id IS NOT NULL) AS matched_ns,
         sum(ik.clipped_dur_ns) AS kernel_ns,
 {%- for x in levels + shares %}
-        sum(u.{{ x }} * ik.clipped_dur_ns) / sum(ik.clipped_dur_ns)
-            FILTER (WHERE u.{{ x }} IS NOT NULL) AS mean_{{ x }},
+        sum(u.{{ x }} * ik.clipped_dur_ns)
+            / nullif(sum(ik.clipped_dur_ns) FILTER (WHERE u.{{ x }} IS NOT NULL), 0)
+            AS mean_{{ x }},
 {%- endfor %}
         count(*) FILTER (WHERE u.smsp_active_util IS NULL AND ik.ncu_id IS NOT NULL)
             AS matched_without_counters
-    FROM _iteration_kernels AS ik
-    LEFT JOIN ncu_kernel_utilization AS u
+    FROM _iteration_kernels_v1 AS ik
+    LEFT JOIN ncu_kernel_utilization_v1 AS u
       ON u.run_id = ik.run_id AND u.ncu_source_id = ik.ncu_source_id AND u.ncu_id = ik.ncu_id
     GROUP BY ik.run_id, ik.source_id, ik.device_id, ik.iteration
 ),
 chosen AS (
     SELECT p.*
     FROM per_iteration AS p
-    LEFT JOIN run_summary AS s
+    LEFT JOIN run_summary_v1 AS s
       ON s.run_id = p.run_id AND s.source_id = p.source_id AND s.device_id = p.device_id
     WHERE p.matched_kernels > 0
     QUALIFY row_number() OVER (
@@ -57,7 +62,7 @@ SELECT
 {%- endfor %}
     c.matched_kernels,
     c.kernels,
-    c.matched_ns / c.kernel_ns AS matched_time_share,
+    c.matched_ns / nullif(c.kernel_ns, 0) AS matched_time_share,
     CASE WHEN g.window_ns > 0 THEN r.batch_size * 1e9 / g.window_ns END
         AS throughput_samples_per_s,
     r.model,
@@ -67,7 +72,7 @@ SELECT
     r.batch_size,
     r.gpu
 FROM chosen AS c
-JOIN gpu_utilization AS g
+JOIN gpu_utilization_v1 AS g
   ON g.run_id = c.run_id AND g.source_id = c.source_id AND g.device_id = c.device_id
  AND g.iteration IS NOT DISTINCT FROM c.iteration
 JOIN runs AS r ON r.run_id = c.run_id
@@ -87,7 +92,7 @@ JOIN runs AS r ON r.run_id = c.run_id
 -- tc_active_share: time-weighted mean of tensor-pipe active / SMSP active cycles (bound 2)
 -- matched_kernels: kernels of the iteration matched to an ncu kernel
 -- kernels: kernels of the iteration on this device (|K_i|)
--- matched_time_share: clipped kernel time of matched kernels / of all kernels of K_i, 0..1
+-- matched_time_share: clipped kernel time of matched kernels / of all kernels of K_i, 0..1; NULL when that time is 0
 -- throughput_samples_per_s: batch_size * 1e9 / window_ns; NULL without batch_size
 -- model: run.toml model
 -- framework: run.toml framework

@@ -4,6 +4,10 @@
 -- (etl/extract/ncu_metrics.toml): per architecture, the counters that give each quantity in
 -- order of preference. A ratio whose counters are absent is NULL with the reason; a counter
 -- that is present and zero gives 0.
+-- [paper Table I] The six ratios, as Table I and §IV define them (tc_inst_share and
+-- tc_active_share are §IV's two bounds on tensor-core use). [project] The
+-- per-architecture counter catalog, and NULL with a reason for a ratio whose counters
+-- are absent.
 SELECT
     k.run_id,
     k.ncu_source_id,

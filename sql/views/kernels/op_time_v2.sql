@@ -1,0 +1,27 @@
+-- op_time: GPU time by framework operator and layer.
+-- Grain: one row per run, op_name and layer (NULLs are groups of their own: kernels with no
+-- enclosing cpu_op, or launched outside any nn.Module / record_function scope).
+-- [project] A breakdown of this project's, not a figure of the paper.
+-- v2: the same rows as v1; gpu_time_share_ratio is gpu_time_share (ratio names: levels
+-- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
+-- 2026-11-25).
+SELECT
+    k.run_id,
+    r.run_name,
+    k.op_name,
+    k.layer,
+    count(*) AS kernel_count,
+    sum(k.dur_ns) AS gpu_time_ns,
+    sum(k.dur_ns) / nullif(sum(sum(k.dur_ns)) OVER (PARTITION BY k.run_id), 0)
+        AS gpu_time_share
+FROM kernels AS k
+JOIN runs AS r ON r.run_id = k.run_id
+WHERE k.kind = 'kernel' AND k.dur_ns >= 0
+GROUP BY k.run_id, r.run_name, k.op_name, k.layer
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name
+-- op_name: outermost cpu_op enclosing the launch (e.g. aten::conv2d); NULL when none
+-- layer: innermost nn.Module or record_function scope of the launch; NULL when none
+-- kernel_count: kernels launched under this op and layer
+-- gpu_time_ns: sum of their durations, ns
+-- gpu_time_share: gpu_time_ns / the run's total kernel time, 0..1; NULL when that total is 0

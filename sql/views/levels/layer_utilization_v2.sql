@@ -1,0 +1,39 @@
+{%- set ratios = ["smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util"] -%}
+-- layer_utilization: per-layer distributions of the kernel ratios (the paper's Fig. 7).
+-- Grain: one row per run, op_name and layer (NULL groups: no enclosing op / scope).
+-- Over the matched kernels of all iterations; means are weighted by trace duration, the
+-- quantiles are over kernels (each kernel counts once), NULL ratios are left out.
+-- [paper Fig. 7] Per-layer distributions. [project] The grouping (outermost op,
+-- innermost scope), the duration weighting and the p10/p50/p90 summary.
+-- v2: the same rows as v1; <x>_mean is time_weighted_mean_<x> and <x>_p10/p50/p90 are
+-- p10_<x>/p50_<x>/p90_<x>, so that every level ends in _util (ratio names: levels
+-- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
+-- 2026-11-25).
+SELECT
+    run_id,
+    run_name,
+    op_name,
+    layer,
+    count(*) AS kernel_count,
+    sum(dur_ns) AS gpu_time_ns,
+{%- for x in ratios %}
+    sum({{ x }} * dur_ns) / nullif(sum(dur_ns) FILTER (WHERE {{ x }} IS NOT NULL), 0)
+        AS time_weighted_mean_{{ x }},
+    quantile_cont({{ x }}, 0.1) AS p10_{{ x }},
+    quantile_cont({{ x }}, 0.5) AS p50_{{ x }},
+    quantile_cont({{ x }}, 0.9) AS p90_{{ x }}{{ "," if not loop.last }}
+{%- endfor %}
+FROM kernel_utilization_v1
+GROUP BY run_id, run_name, op_name, layer
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name
+-- op_name: outermost cpu_op enclosing the launches (e.g. aten::conv2d); NULL when none
+-- layer: innermost nn.Module / record_function scope; NULL when none
+-- kernel_count: matched kernels of this op and layer
+-- gpu_time_ns: their trace durations summed, ns
+{%- for x in ratios %}
+-- time_weighted_mean_{{ x }}: duration-weighted mean of {{ x }}, 0..1; NULL when those durations sum to 0
+-- p10_{{ x }}: 10th percentile of {{ x }} over kernels, 0..1
+-- p50_{{ x }}: median of {{ x }} over kernels, 0..1
+-- p90_{{ x }}: 90th percentile of {{ x }} over kernels, 0..1
+{%- endfor %}

@@ -1,0 +1,31 @@
+-- tc_time_cdf: share of GPU time spent in kernels whose tensor-core issue-slot utilization
+-- is at most t (the paper's Fig. 8), for every value t observed in the run.
+-- Grain: one row per run and distinct tc_issue_util value of its matched kernels.
+-- [paper Fig. 8] The cumulative share of GPU time by tensor-core issue-slot utilization.
+-- [project] t ranges over the observed values; GPU time is the matched kernels' trace
+-- durations.
+-- v2: the same rows as v1; time_share_at_most_ratio is cumulative_time_share (ratio
+-- names: levels *_util, fractions of a whole *_share, comparisons *_ratio;
+-- sql/CHANGELOG.md 2026-11-25).
+WITH per_value AS (
+    SELECT run_id, run_name, tc_issue_util AS t, sum(dur_ns) AS gpu_time_ns,
+           count(*) AS kernel_count
+    FROM kernel_utilization_v1
+    WHERE tc_issue_util IS NOT NULL
+    GROUP BY run_id, run_name, tc_issue_util
+)
+SELECT
+    run_id,
+    run_name,
+    t AS tc_issue_util,
+    kernel_count,
+    gpu_time_ns,
+    sum(gpu_time_ns) OVER (PARTITION BY run_id ORDER BY t)
+        / nullif(sum(gpu_time_ns) OVER (PARTITION BY run_id), 0) AS cumulative_time_share
+FROM per_value
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name
+-- tc_issue_util: the threshold t, a kernel value of tensor instructions / SMSP elapsed cycles
+-- kernel_count: matched kernels with exactly this value
+-- gpu_time_ns: their trace durations summed, ns
+-- cumulative_time_share: GPU time of kernels with tc_issue_util <= t / GPU time of all matched kernels with a known value, 0..1; NULL when that time is 0
