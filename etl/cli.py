@@ -56,11 +56,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         return
     from etl import __version__
     from etl.ingest import extractor_version
-    from etl.views import _stable_names, discover
+    from etl.views import discover, stable_names
 
     click.echo(f"etl {__version__}")
     click.echo(f"extractors {extractor_version()}")
-    latest = _stable_names(discover())
+    latest = stable_names(discover())
     click.echo("views " + ", ".join(latest[s] for s in sorted(latest) if not s.startswith("_")))
     ctx.exit()
 

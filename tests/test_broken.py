@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from etl.views import discover
 from tests.conftest import ROOT, cli, kernel, launch, step, write_trace
 
 BROKEN = ROOT / "tests" / "data" / "broken"
@@ -21,7 +22,7 @@ EXPECTED: dict[str, dict[str, Any]] = tomllib.loads((BROKEN / "EXPECTED.toml").r
 CASE_RUN = "a-case"   # sorts before GOOD_RUN: a crash on the case also loses the good run
 GOOD_RUN = "z-good"
 GOOD_BUSY_NS = 40_000
-VIEWS = ("gpu_utilization", "run_summary", "kernel_summary", "op_time")
+VIEWS = tuple(sorted({v.stable for v in discover() if not v.stable.startswith("_")}))
 KNOWN_KEYS = {"kind", "defect", "companion", "place", "fragment", "names", "anomalies",
               "flagged", "checks", "skipped", "sources", "symlinks", "bug"}
 
