@@ -176,6 +176,7 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     sources, small = _extract_sources(run, dims, key, staged, writers, options)
     counters = _extract_counters(run, small.get("devices"), dims, key, len(sources))
     sources += counters.sources
+    sources += _extract_samples(run, dims, key, len(sources), writers)
     if not sources:
         raise RunError(_nothing_read(run))
     if counters.anomalies is not None:
@@ -268,7 +269,8 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
     from etl.extract.trace_role import Sinks
 
     sinks = Sinks(writers["host_events"].write, writers["kernels"].write,
-                  writers["anomalies"].write, writers["host_events"].flush)
+                  writers["anomalies"].write, writers["host_events"].flush,
+                  lambda name, rows: writers[name].write(rows))
     sources: list[Source] = []
     parts: dict[str, list[pa.Table]] = {t: [] for t in SMALL_TRACE_TABLES}
     for path, fmt in run.of_role("trace"):
@@ -313,6 +315,26 @@ def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: R
 
 
 COUNTER_TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels")
+
+
+def _extract_samples(run: RunFolder, dims: dict[str, Any], key: RunKey, first_id: int,
+                     writers: dict[str, TableWriter]) -> list[Source]:
+    """Every samples input (monitor time series), one reader call per reader with all its
+    files. A reader returns `tables` (rows by table name, without run_id/publish_id),
+    `anomalies` (a table or None) and one `sources` entry per file (path, format, rows);
+    a source's rows carry its `source_id`, which the reader is given as `first_id`."""
+    sources: list[Source] = []
+    formats = {f.name: f for _, f in run.inputs}
+    for fmt, paths in grouped_by_reader(run.of_role("samples")):
+        part = fmt.load_reader()(paths, dims, first_id + len(sources))
+        for name, table in part.tables.items():
+            writers[name].write(table)
+        if part.anomalies is not None:
+            writers["anomalies"].write(part.anomalies)
+        sources += [Source(first_id + len(sources) + i, e["path"], relative(run, e["path"]),
+                           formats[e["format"]], key.inputs[relative(run, e["path"])],
+                           e["rows"]) for i, e in enumerate(part.sources)]
+    return sources
 
 
 def _empty_table(name: str) -> Any:

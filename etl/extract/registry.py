@@ -17,7 +17,12 @@ imported only when a file of the format is read):
 - counters: one call per reader with every file of the run it reads,
   `reader(files, devices, dims)` → a part with `tables`, `anomalies` and one `sources`
   entry per file (ncu/tables.py `NcuPart`; files of one session may merge into one export).
-- samples: time series from monitors; the same call shape as counters.
+- samples: time series from monitors; one call per reader with every file it reads,
+  `reader(files, dims, first_source_id)` → a part with `tables` (rows by table name),
+  `anomalies` and one `sources` entry per file (path, format, rows), the files numbered
+  from `first_source_id` in the rows they write (etl/ingest.py, `_extract_samples`).
+- A trace reader writes rows of tables other than host_events/kernels/anomalies (memory
+  events, GPU metric samples) through `sinks.table(name, rows)`.
 
 Recognition: a file belongs to the first format whose `claims` (file-name suffixes) match
 its name, else to the first whose `sniff` accepts its first 64 KiB. A file whose name

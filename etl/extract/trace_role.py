@@ -27,6 +27,12 @@ class Sinks:
     kernels: Writer
     anomalies: Writer
     end_of_host_events: Callable[[], None] = lambda: None  # lets buffers be written out
+    # rows of any other table of the run (memory events, GPU metric samples, ...), by name
+    table: Callable[[str, pa.Table], None] = lambda name, _rows: _no_table(name)
+
+
+def _no_table(name: str) -> None:
+    raise ValueError(f"no sink for table {name!r}")
 
 
 @dataclass
