@@ -36,6 +36,9 @@ class Cli(click.Group):
                 raise
             line = exc.line() if hasattr(exc, "line") else str(exc)
             click.echo(f"error: {one_line(line)}", err=True)
+            detail = getattr(exc, "detail", "")  # DuckDB's own hints and position, whole
+            if detail:
+                click.echo(detail, err=True)
             sys.exit(1)
 
 
@@ -184,12 +187,16 @@ def compact_command(warehouse_dir: Path) -> None:
 @main.command()
 @click.argument("sql")
 @warehouse_option
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-              show_default=True, help="Output format (json: an array of objects).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
+              default="table", show_default=True,
+              help="Output format (json: an array of objects; parquet: with -o only).")
 @click.option("--limit", type=click.IntRange(0), default=40, show_default=True,
               help="Rows shown in table output (csv and json print every row).")
 @click.option("--all", "all_rows", is_flag=True, help="Show every row in table output.")
-def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool) -> None:
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result to this file (--format parquet, csv or json).")
+def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
+          output: Path | None) -> None:
     """Run SQL on the warehouse (tables and views).
 
     Table output shows the first rows and how many there are, with the columns that fit
@@ -200,8 +207,16 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool) -
       etl query "SELECT run_name, iteration, gpu_util FROM gpu_utilization" --format csv
     """
     from etl import report
-    from etl.query import run_query
+    from etl.query import export_query, run_query
 
+    if output is not None:
+        if fmt == "table":
+            raise EtlError("-o writes parquet, csv or json: add --format parquet (or csv, json)")
+        written = export_query(warehouse_dir, sql, output, fmt)
+        click.echo(f"wrote {written:,} rows to {output}")
+        return
+    if fmt == "parquet":
+        raise EtlError("--format parquet writes a file: add -o FILE")
     columns, rows = run_query(warehouse_dir, sql)
     report.print_rows(columns, rows, fmt, None if all_rows else limit)
     _collect_garbage(warehouse_dir)

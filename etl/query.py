@@ -34,13 +34,63 @@ def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any,
     if not warehouse.exists():
         raise WarehouseError(f"{warehouse.root}: no warehouse here; run `etl ingest RUNS "
                              f"--warehouse {warehouse_dir}` first")
+    if not sql.strip():
+        raise EtlError('no SQL given; for example: etl query "SELECT run_name FROM runs"')
     con = _connect_to_current_views(warehouse)
     try:
+        _refuse_writes(con, sql)
         with warehouse.reader_lease():
             return _execute(con, warehouse, sql)
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise EtlError(f"query failed: {first}") from None
+        raise QueryError(str(exc)) from None
+    finally:
+        con.close()
+
+
+class QueryError(EtlError):
+    """DuckDB refused the SQL: its first line is the error line; the rest (candidate
+    columns, "Did you mean", the caret under the position) is `detail`, printed whole."""
+
+    def __init__(self, message: str) -> None:
+        first, _, rest = message.strip().partition("\n")
+        super().__init__(f"query failed: {first}")
+        self.detail = rest.strip("\n")
+
+
+# Statement kinds that only read. COPY ... TO and EXPORT DATABASE write files even on a
+# read-only connection; `etl query -o FILE` is the way to write a result.
+READING = ("SELECT", "EXPLAIN", "CALL", "PRAGMA", "SET", "RELATION")
+
+
+def _refuse_writes(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    for statement in con.extract_statements(sql):
+        kind = str(statement.type).rpartition(".")[2]
+        if kind not in READING:
+            raise EtlError(f"{kind} statements are not run by etl query, which only reads; "
+                           "to write a result to a file: etl query \"SELECT ...\" "
+                           "--format parquet -o FILE")
+
+
+def export_query(warehouse_dir: Path, sql: str, path: Path, fmt: str) -> int:
+    """Write the result of `sql` to `path` (parquet, csv or json) on one snapshot; the
+    number of rows written."""
+    import duckdb
+
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    con = _connect_to_current_views(warehouse)
+    options = {"parquet": "FORMAT parquet, COMPRESSION zstd", "csv": "FORMAT csv, HEADER",
+               "json": "FORMAT json, ARRAY true"}[fmt]
+    try:
+        _refuse_writes(con, sql)
+        with warehouse.reader_lease():
+            pin_snapshot(con, warehouse, union_by_name=True)
+            target = str(path).replace("'", "''")
+            rows = con.execute(f"COPY ({sql.strip().rstrip(';')}) TO '{target}' ({options})")
+            return int(rows.fetchone()[0])  # type: ignore[index]
+    except duckdb.Error as exc:
+        raise QueryError(str(exc)) from None
     finally:
         con.close()
 

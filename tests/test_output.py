@@ -60,3 +60,34 @@ def test_etl_query_limits_table_output(tmp_path: Path) -> None:
     assert every.stdout.splitlines()[-1] == "(100 rows)"
     csv = cli("query", sql, "--format", "csv", "--warehouse", str(tmp_path / "wh"))
     assert csv.stdout.splitlines()[2] == "1,0.3333333333333333"
+
+
+def test_duckdb_errors_reach_the_user_whole(tmp_path: Path) -> None:
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    out = cli("query", "SELECT run_nam FROM runs", "--warehouse", wh)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith('error: query failed: Binder Error: Referenced column "run_nam"')
+    assert any(line.startswith("Candidate bindings:") and '"run_name"' in line for line in lines)
+    assert "LINE 1: SELECT run_nam FROM runs" in lines and sum(
+        line.startswith("error:") for line in lines) == 1
+    empty = cli("query", "", "--warehouse", wh)
+    assert empty.returncode == 1 and empty.stderr.startswith("error: no SQL given")
+    assert len(empty.stderr.splitlines()) == 1
+
+
+def test_etl_query_writes_files_only_when_asked(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    target = tmp_path / "x.csv"
+    copy = cli("query", f"COPY (SELECT 1 AS x) TO '{target}'", "--warehouse", wh)
+    assert copy.returncode == 1 and "COPY statements are not run" in copy.stderr
+    assert not target.exists()
+    out = tmp_path / "r.parquet"
+    done = cli("query", "SELECT range AS i FROM range(5)", "--format", "parquet", "-o",
+               str(out), "--warehouse", wh)
+    assert done.returncode == 0 and done.stdout.strip() == f"wrote 5 rows to {out}"
+    assert pq.read_table(out).column("i").to_pylist() == [0, 1, 2, 3, 4]
