@@ -133,30 +133,35 @@ def name_forms(name: str | None) -> tuple[str | None, str | None, str | None]:
 
 @dataclass
 class MetricRows:
-    """The long metrics table of one export, built row by row with unit conversion."""
+    """The long metrics table of one export, built row by row with unit conversion.
+
+    A unit missing from units.toml never refuses the export: the value is kept as reported
+    (unconverted) with the unit verbatim in `unit`, and one anomaly per unit says so. Text
+    under a unit is kept as text (value NULL) unless a level needs the metric.
+    """
 
     path: Path
     columns: dict[str, list[Any]] = field(
         default_factory=lambda: {c: [] for c in METRIC_COLUMNS})
     anomalies: list[Anomaly] = field(default_factory=list)
+    unknown_units: dict[str, list[str]] = field(default_factory=dict)  # unit → metric names
 
     def add(self, ncu_id: int, name: str, section: str | None, text: str | None,
             reported_unit: str, place: str, typed_text: bool = False) -> None:
         """One metric row; `typed_text` when the source itself says the value is a string
         (.ncu-rep), so a non-number is kept as text even under a unit."""
-        unit, factor = self.unit(reported_unit, place)
+        unit, factor = self.unit(reported_unit, name)
         value = None if typed_text else self.value(ncu_id, name, text, unit, factor, place)
         row = (ncu_id, name, section, value, unit, text, reported_unit)
         for column, item in zip(METRIC_COLUMNS, row):
             self.columns[column].append(item)
 
-    def unit(self, reported: str, place: str) -> tuple[str | None, Decimal]:
+    def unit(self, reported: str, name: str) -> tuple[str | None, Decimal]:
         try:
             return convert_unit(reported)
-        except UnknownUnit as exc:
-            raise InputError(self.path, str(exc), place,
-                             f"add the spelling to etl/extract/ncu/{UNITS_FILE.name} "
-                             "(canonical unit and factor)") from None
+        except UnknownUnit:
+            self.unknown_units.setdefault(reported, []).append(name)
+            return reported, Decimal(1)
 
     def value(self, ncu_id: int, name: str, text: str | None, unit: str | None,
               factor: Decimal, place: str) -> float | None:
@@ -168,11 +173,43 @@ class MetricRows:
             self.anomalies.append(("ncu_metric_not_available", ncu_id,
                                    f"{name} = {text!r}: value NULL"))
             return None
-        if unit is not None:
+        if unit is not None and name in catalog()["counters"]:
             raise InputError(self.path, f"{name} value {stripped[:60]!r} is not a number "
                              f"(unit {unit!r})", place,
-                             "re-export the report; a unit-bearing metric must be numeric")
+                             "re-export the report; a counter the levels need must be numeric")
+        if unit is not None:
+            self.anomalies.append(("ncu_value_not_a_number", ncu_id, f"{name} = "
+                                   f"{stripped[:60]!r} under unit {unit!r}: value NULL, "
+                                   "text kept"))
         return None  # a text-valued metric (e.g. a cache configuration): text kept
+
+    def finish(self) -> list[Anomaly]:
+        """Anomalies of the whole export; refused when no metric can be interpreted."""
+        rows = len(self.columns["ncu_id"])
+        unknown = sum(len(names) for names in self.unknown_units.values())
+        if rows and unknown == rows:
+            units = ", ".join(repr(u) for u in sorted(self.unknown_units))
+            raise InputError(self.path, f"none of its {rows} metric values has a unit "
+                             f"etl/extract/ncu/{UNITS_FILE.name} knows ({units})", None,
+                             "add the spellings there (canonical unit and factor)")
+        return self.anomalies + [_unknown_unit(u, n) for u, n in self.unknown_units.items()]
+
+
+def _unknown_unit(unit: str, names: list[str]) -> Anomaly:
+    shown = list(dict.fromkeys(names))
+    listed = ", ".join(shown[:5]) + (", ..." if len(shown) > 5 else "")
+    return ("ncu_unknown_unit", None,
+            f"unit {unit!r} is not in etl/extract/ncu/{UNITS_FILE.name}: {len(names)} metric "
+            f"values kept as reported (unconverted, unit {unit!r}): {listed}; add the "
+            "spelling there to convert them")
+
+
+def is_known_unit(reported: str | None) -> bool:
+    try:
+        convert_unit(reported or "")
+    except UnknownUnit:
+        return False
+    return True
 
 
 @dataclass
@@ -203,12 +240,13 @@ def build_export(paths: list[Path], fmt: str, kernels: dict[int, dict[str, Any]]
     from metrics named in [kernel_fields]."""
     import pyarrow as pa
 
+    more = metrics.finish()
     metric_table = pa.table(metrics.columns, schema=ncu_schema("ncu_metrics"))
     fill_kernels_from_metrics(kernels, metric_table)
     rows = [kernels[k] for k in sorted(kernels)]
     kernel_table = pa.table({c: [r.get(c) for r in rows] for c in KERNEL_COLUMNS},
                             schema=ncu_schema("ncu_kernels"))
-    return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + metrics.anomalies,
+    return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + more,
                      [metric_table.num_rows] if len(paths) == 1 else [])
 
 
@@ -217,11 +255,12 @@ def fill_kernels_from_metrics(kernels: dict[int, dict[str, Any]], metrics: pa.Ta
     wanted = {m for names in fields.values() for m in names}
     found: dict[tuple[int, str], tuple[float | None, str | None]] = {}
     counts: dict[int, int] = {}
-    cols = metrics.select(["ncu_id", "metric_name", "value", "reported_value_text"]).to_pydict()
-    for ncu_id, name, value, text in zip(*cols.values()):
+    cols = metrics.select(["ncu_id", "metric_name", "value", "reported_value_text",
+                           "reported_unit"]).to_pydict()
+    for ncu_id, name, value, text, unit in zip(*cols.values()):
         counts[ncu_id] = counts.get(ncu_id, 0) + 1
-        if name in wanted:
-            found.setdefault((ncu_id, name), (value, text))
+        if name in wanted:  # a value in a unit units.toml does not know is not converted
+            found.setdefault((ncu_id, name), (value if is_known_unit(unit) else None, text))
     for ncu_id, row in kernels.items():
         row["metric_count"] = counts.get(ncu_id, 0)
         for column, names in fields.items():

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from etl.extract.ncu.common import catalog
+from etl.extract.ncu.common import UNITS_FILE, catalog, is_known_unit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -153,7 +153,7 @@ FORMS: dict[str, Callable[[float, str, _Context], tuple[float, str]]] = {
 
 # ---- resolving one kernel ---------------------------------------------------------------
 
-def resolve_quantities(values: dict[str, float], arch: str, sm_count: int | None
+def resolve_quantities(values: dict[str, float | str], arch: str, sm_count: int | None
                        ) -> dict[str, Resolved]:
     """Every quantity of one kernel from its metric values (NULL values left out)."""
     entry = arch_entry(arch)
@@ -163,16 +163,19 @@ def resolve_quantities(values: dict[str, float], arch: str, sm_count: int | None
     return context.quantities
 
 
-def _resolve(entry: ArchEntry, quantity: str, values: dict[str, float],
+def _resolve(entry: ArchEntry, quantity: str, values: dict[str, float | str],
              context: _Context) -> Resolved:
     candidates = entry.lists.get(quantity, ())
     blocked: list[str] = []
     for metric in candidates:
-        if metric not in values:
+        value = values.get(metric)
+        if value is None:
+            continue
+        if isinstance(value, str):  # present, but its unit cannot be read
+            blocked.append(value)
             continue
         try:
-            total, source = FORMS[catalog()["counters"][metric]["form"]](
-                values[metric], metric, context)
+            total, source = FORMS[catalog()["counters"][metric]["form"]](value, metric, context)
         except Unavailable as exc:
             blocked.append(str(exc))
             continue
@@ -229,22 +232,25 @@ def kernel_levels(metrics: pa.Table, kernels: pa.Table, arch: str | None,
     return pa.Table.from_pylist(rows, schema=levels_schema())
 
 
-def _values_by_kernel(metrics: pa.Table) -> dict[int, dict[str, float]]:
-    """{ncu_id: {catalogued metric: value}}; NULL values are absent, not zero."""
+def _values_by_kernel(metrics: pa.Table) -> dict[int, dict[str, float | str]]:
+    """{ncu_id: {catalogued metric: value, or why its value cannot be used}}; NULL values
+    are absent, not zero."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     wanted = pa.array(sorted(catalog()["counters"]), pa.string())
     cols = metrics.filter(pc.is_in(metrics.column("metric_name"), value_set=wanted))
-    out: dict[int, dict[str, float]] = {}
-    for ncu_id, name, value in zip(*cols.select(["ncu_id", "metric_name", "value"])
-                                   .to_pydict().values()):
+    out: dict[int, dict[str, float | str]] = {}
+    for ncu_id, name, value, unit in zip(*cols.select(
+            ["ncu_id", "metric_name", "value", "reported_unit"]).to_pydict().values()):
         if value is not None:
-            out.setdefault(ncu_id, {}).setdefault(name, value)
+            out.setdefault(ncu_id, {}).setdefault(name, value if is_known_unit(unit) else (
+                f"{name} has unit {unit!r}, which etl/extract/ncu/{UNITS_FILE.name} does not "
+                "know (its value is kept unconverted in ncu_metrics)"))
     return out
 
 
-def _kernel_row(kernel: dict[str, Any], values: dict[str, float], arch: str | None,
+def _kernel_row(kernel: dict[str, Any], values: dict[str, float | str], arch: str | None,
                 sm_count: int | None) -> dict[str, Any]:
     name = arch_from_cc(kernel["cc"]) or (normalize_arch(arch) if arch else None)
     sms = kernel["sm_count"] if kernel["sm_count"] is not None else sm_count
