@@ -72,9 +72,12 @@ def main(ctx: click.Context, debug: bool) -> None:
                    "truncated) instead of refusing the run.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=lambda: min(2, os.cpu_count()
               or 1), show_default="min(2, CPUs)", help="Run folders extracted in parallel.")
+@click.option("--strict", is_flag=True,
+              help="Refuse a run when one of its counters exports (ncu) cannot be read, "
+                   "instead of ingesting its traces without it and reporting the export.")
 @click.pass_context
 def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
-           jobs: int) -> None:
+           jobs: int, strict: bool) -> None:
     """Ingest run folders (or folders of run folders) into the warehouse.
 
     \b
@@ -92,7 +95,7 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, sal
     warehouse = Warehouse.at(warehouse_dir)
     folders = find_run_folders(list(paths))
     with report.progress(len(folders)) as advance:
-        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs)
+        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs, strict=strict)
         results = ingest_all(folders, warehouse, options, on_done=advance)
     if not ensure_views(warehouse):
         click.echo(f"warning: {warehouse.database} is open in another process; views were "

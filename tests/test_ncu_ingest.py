@@ -90,3 +90,69 @@ def test_ncu_metrics_command_prints_a_usable_profile_line() -> None:
     assert "smsp__cycles_elapsed" in lines[0]
     assert "--profile-from-start off" in lines[1]
     assert "--launch-skip 300 --launch-count 100" in lines[2]
+
+
+# ---- an unreadable export does not take the run's trace down ------------------------------
+
+TRACE = ("hta", "nccl_parser_config", "nccl_data.json.gz")
+TRACE_KERNELS = 3804
+BROKEN_CSV = Path(__file__).resolve().parent / "data" / "inputs" / "ncu" / "broken" / \
+    "ncu_details_csv-truncated.csv"
+
+
+def trace_and_broken_export(root: Path, with_good_export: bool = False) -> Path:
+    run = root / "runs" / "mixed"
+    run.mkdir(parents=True)
+    (run / "trace.json.gz").symlink_to(corpus_path(*TRACE))
+    (run / "counters.csv").write_bytes(BROKEN_CSV.read_bytes())
+    if with_good_export:
+        (run / "good.csv").symlink_to(corpus_path(
+            "ncu", "a100_details_cmdline-metrics_gardenia_gemm.csv"))
+    return root / "runs"
+
+
+def test_unreadable_export_beside_a_trace_is_reported_and_the_trace_ingested(
+        tmp_path: Path) -> None:
+    runs = trace_and_broken_export(tmp_path, with_good_export=True)
+    result = cli("ingest", str(runs), "--warehouse", str(tmp_path / "wh"), "--jobs", "1")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "counters.csv" in line]
+    assert warnings == [
+        "warning: mixed/counters.csv: ncu export refused, the run was ingested without it: "
+        "line 5: last row has 8 fields, the header has 15: the file is truncated. re-export "
+        "or re-copy the ncu output (etl ingest --strict refuses the run instead)"]
+    assert "1 export refused: mixed/counters.csv" in result.stdout
+    [run] = query_json(tmp_path / "wh", "SELECT run_id, [s.path FOR s IN sources] AS sources, "
+                       "skipped FROM runs WHERE run_name = 'mixed'")
+    assert run["sources"] == ["trace.json.gz", "good.csv"]
+    assert run["skipped"] == [{"path": "counters.csv", "reason": (
+        "ncu export refused: line 5: last row has 8 fields, the header has 15: the file is "
+        "truncated. re-export or re-copy the ncu output")}]
+    counts = query_json(tmp_path / "wh", (
+        "SELECT (SELECT count(*) FROM kernels k WHERE k.run_id = r.run_id) AS kernels, "
+        "(SELECT count(*) FROM ncu_kernels n WHERE n.run_id = r.run_id) AS ncu_kernels, "
+        "(SELECT list(detail) FROM anomalies a WHERE a.run_id = r.run_id AND "
+        "a.kind = 'ncu_export_refused') AS refused FROM runs r"))
+    assert counts == [{"kernels": TRACE_KERNELS, "ncu_kernels": 3, "refused": [
+        "counters.csv: line 5: last row has 8 fields, the header has 15: the file is "
+        "truncated. re-export or re-copy the ncu output"]}]
+
+
+def test_strict_refuses_the_run_of_an_unreadable_export(tmp_path: Path) -> None:
+    runs = trace_and_broken_export(tmp_path)
+    result = cli("ingest", str(runs), "--warehouse", str(tmp_path / "wh"), "--strict")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: mixed/counters.csv: line 5: last row has 8 fields, the header "
+                      "has 15: the file is truncated. re-export or re-copy the ncu output"]
+    assert query_json(tmp_path / "wh", "SELECT run_name FROM runs") == []
+
+
+def test_run_of_only_an_unreadable_export_is_refused_in_one_line(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "alone"
+    run.mkdir(parents=True)
+    (run / "counters.csv").write_bytes(BROKEN_CSV.read_bytes())
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: alone/counters.csv: line 5: ")

@@ -8,7 +8,7 @@ stored result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,31 +26,48 @@ class NcuPart:
     tables: dict[str, pa.Table]       # ncu_kernels, ncu_metrics, ncu_levels (no run_id yet)
     anomalies: pa.Table               # rows for the anomalies table (no run_id yet)
     sources: list[dict[str, Any]]     # one per file: path, format, rows, ncu_source_id
+    refused: list[InputError] = field(default_factory=list)  # files that cannot be read
 
 
 def read_ncu(paths: list[Path]) -> list[NcuExport]:
     """Read the ncu files of ONE run folder; one-metric-per-file details exports of one
-    session (same IDs, kernel names and process name, disjoint metrics) become one export."""
+    session (same IDs, kernel names and process name, disjoint metrics) become one export.
+    The first file that cannot be read raises its InputError."""
+    exports, refused = read_each(paths)
+    if refused:
+        raise refused[0]
+    return exports
+
+
+def read_each(paths: list[Path]) -> tuple[list[NcuExport], list[InputError]]:
+    """Like read_ncu, but a file that cannot be read is set aside with its error and the
+    others are read: one broken export does not hide the rest of the run."""
+    exports, refused = [], []
+    for path in sorted(paths):
+        try:
+            exports.append(_read_one(path))
+        except InputError as exc:
+            refused.append(exc)
+    return merge_split_exports(exports), refused
+
+
+def _read_one(path: Path) -> NcuExport:
     from etl.extract.ncu import csv_export, rep_export
 
-    exports = []
-    for path in sorted(paths):
-        kind = looks_like_ncu(read_head(path))
-        if kind == "ncu_rep":
-            exports.append(rep_export.read_rep(path))
-        elif kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
-            exports.append(csv_export.read_csv_export(path, kind))
-        else:
-            raise InputError(path, "not an Nsight Compute export (no CSV header "
-                             '"ID","Process ID",..., no report magic)', None,
-                             "pass only ncu outputs: --csv stdout, --page raw CSV or .ncu-rep")
-    return merge_split_exports(exports)
+    kind = looks_like_ncu(read_head(path))
+    if kind == "ncu_rep":
+        return rep_export.read_rep(path)
+    if kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
+        return csv_export.read_csv_export(path, kind)
+    raise InputError(path, "not an Nsight Compute export (no CSV header "
+                     '"ID","Process ID",..., no report magic)', None,
+                     "pass only ncu outputs: --csv stdout, --page raw CSV or .ncu-rep")
 
 
 def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any]) -> NcuPart:
     import pyarrow as pa
 
-    exports = read_ncu(paths)
+    exports, refused = read_each(paths)
     arch, sm_count = _hints(devices, dims)
     parts: dict[str, list[pa.Table]] = {"ncu_kernels": [], "ncu_metrics": [], "ncu_levels": []}
     anomalies, sources = [], []
@@ -63,7 +80,7 @@ def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any
         sources.extend(_file_entries(export, ncu_source_id))
     tables = {name: pa.concat_tables(p) if p else _empty(name) for name, p in parts.items()}
     return NcuPart(tables, pa.concat_tables(anomalies) if anomalies else _anomalies([], 0),
-                   sources)
+                   sources, refused)
 
 
 def _file_entries(export: NcuExport, ncu_source_id: int) -> list[dict[str, Any]]:
