@@ -273,7 +273,7 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
 
 @dataclass
 class CountersPart:
-    tables: dict[str, Any]      # ncu_kernels, ncu_metrics, ncu_levels
+    tables: dict[str, Any]      # COUNTER_TABLES
     anomalies: Any
     sources: list[Source]
     refused: list[InputError] = field(default_factory=list)  # files set aside, unreadable
@@ -336,7 +336,7 @@ def _refused_anomalies(set_aside: list[SetAside]) -> Any:
     })
 
 
-COUNTER_TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels")
+COUNTER_TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules")
 
 
 def _empty_table(name: str) -> Any:

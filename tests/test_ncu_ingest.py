@@ -156,3 +156,30 @@ def test_run_of_only_an_unreadable_export_is_refused_in_one_line(tmp_path: Path)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith("error: alone/counters.csv: line 5: ")
+
+
+# ---- ncu 2025 details page: rules get a table of their own --------------------------------
+
+DETAILS_2025 = Path(__file__).resolve().parent / "data" / "inputs" / "ncu" / \
+    "details_2025_rules_rtx5090.csv"
+
+
+def test_rules_of_a_2025_details_page_are_in_ncu_rules(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "rtx5090"
+    run.mkdir(parents=True)
+    (run / "details.csv").write_bytes(DETAILS_2025.read_bytes())
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    rows = query_json(tmp_path / "wh", (
+        "SELECT k.kernel_base_name, r.rule_name, r.estimated_speedup_type, "
+        "r.estimated_speedup FROM ncu_rules r JOIN ncu_kernels k USING (run_id, "
+        "ncu_source_id, ncu_id) WHERE r.estimated_speedup IS NOT NULL "
+        "ORDER BY r.ncu_id, r.rule_index"))
+    assert rows == [
+        {"kernel_base_name": "Kernel2", "rule_name": "LaunchConfiguration",
+         "estimated_speedup_type": "global", "estimated_speedup": 50.0},
+        {"kernel_base_name": "Kernel2", "rule_name": "SharedMemoryConflicts",
+         "estimated_speedup_type": "local", "estimated_speedup": 12.75},
+        {"kernel_base_name": "Kernel2", "rule_name": "SharedMemoryConflicts",
+         "estimated_speedup_type": "local", "estimated_speedup": 3.9}]
+    assert query_json(tmp_path / "wh", "SELECT count(*) AS n FROM ncu_rules") == [{"n": 5}]

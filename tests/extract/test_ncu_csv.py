@@ -56,6 +56,7 @@ ORACLE_FACTORS = {
     "byte": 1, "cycle": 1, "inst": 1, "cycle/second": 1, "nsecond": 1, "usecond": 1000,
     "msecond": 10**6, "Mbyte": 10**6, "Kbyte": 1000, "cycle/nsecond": 10**9, "Ghz": 10**9,
     "Gbyte/second": 10**9, "%": 1, "SM": 1, "": 1,
+    "hz": 1, "ns": 1, "Gbyte/s": 10**9,
     "fortnight": 1, "jiffy": 1,  # units ncu never prints: kept as reported, unconverted
 }
 
@@ -236,8 +237,7 @@ def test_old_raw_page_keeps_kernel_time() -> None:
 
 def test_details_with_rule_columns() -> None:
     export = only(read_ncu([DATA / "details_2024_rules_gh200.csv"]))
-    assert ("ncu_rule_rows_skipped", None, "3 rule rows (empty metric fields) skipped") \
-        in export.anomalies
+    assert export.rules.num_rows == 3  # the rule rows, whose metric fields are empty
     assert export.metrics.num_rows == 10
     kernels = export.kernels.to_pylist()
     assert [k["duration_ns"] for k in kernels] == [623_870, 1_020_000]
@@ -262,6 +262,59 @@ def test_unknown_unit_is_kept_and_not_converted(name: str, unit: str) -> None:
     [note] = [a for a in export.anomalies if a[0] == "ncu_unknown_unit"]
     assert note[2].startswith(f"unit {unit!r} is not in etl/extract/ncu/units.toml: 1 metric "
                               "values kept as reported")
+
+
+def test_details_2025_metric_rows_of_16_fields_and_rule_rows_of_20() -> None:
+    """ncu 2025 ends a metric row after Metric Value with a trailing comma (16 fields under
+    a 20-field header); its rule rows fill all 20."""
+    export = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"]))
+    kernels = export.kernels.to_pylist()
+    assert [(k["cc"], k["sm_count"], k["duration_ns"]) for k in kernels] == [
+        ("12.0", 170, 41_216), ("12.0", 170, 2_048)]
+    assert kernels[0]["kernel_base_name"] == "Kernel2"
+    assert metric(export, 0, "smsp__inst_issued.sum")["value"] == 1_700_000.0
+    assert metric(export, 0, "Function Cache Configuration")["reported_value_text"] \
+        == "CachePreferNone"
+    assert not [a for a in export.anomalies if a[0] in ("ncu_rule_rows_skipped",
+                                                        "ncu_unknown_column")]
+
+
+def test_details_2025_rules_are_read() -> None:
+    rules = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"])).rules.to_pylist()
+    assert [(r["ncu_id"], r["rule_index"], r["section_name"], r["rule_name"], r["rule_type"],
+             r["estimated_speedup_type"], r["estimated_speedup"]) for r in rules] == [
+        (0, 0, "SpeedOfLight", "SOLBottleneck", "INF", None, None),
+        (0, 1, "LaunchStats", "LaunchConfiguration", "OPT", "global", 50.0),
+        (0, 2, "MemoryWorkloadAnalysis_Tables", "SharedMemoryConflicts", "OPT", "local", 12.75),
+        (0, 3, "MemoryWorkloadAnalysis_Tables", "SharedMemoryConflicts", "OPT", "local", 3.9),
+        (1, 0, "SpeedOfLight", "SOLBottleneck", "OPT", "global", None)]
+    assert rules[1]["rule_description"] == (
+        'A wave of thread blocks is split: 1 full wave and a partial wave of 170 blocks, '
+        '"tail effect" up to 50.0% of the runtime.')
+    assert [r["estimated_speedup_text"] for r in rules] == ["", "50", "12.75", "3.9", ""]
+
+
+def test_details_2024_rules_are_read_too() -> None:
+    export = only(read_ncu([DATA / "details_2024_rules_gh200.csv"]))
+    assert [(r["ncu_id"], r["rule_name"], r["estimated_speedup"])
+            for r in export.rules.to_pylist()] == [
+        (0, "SOLBottleneck", 38.2), (0, "LaunchConfiguration", 16.03), (1, "SOLBottleneck", 50.0)]
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    (14, "row has 14 fields, the header has 20"),
+    (17, "row has 17 fields, the header has 20")])
+def test_details_2025_short_rows_other_than_a_metric_row_are_refused(
+        tmp_path: Path, fields: int, problem: str) -> None:
+    lines = (DATA / "details_2025_rules_rtx5090.csv").read_text().splitlines()
+    rule = next(i for i, line in enumerate(lines) if '"LaunchConfiguration"' in line)
+    cut = next(csv.reader([lines[rule]]))[:fields]
+    lines[rule] = ",".join('"' + f.replace('"', '""') + '"' for f in cut)
+    path = tmp_path / "cut.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as info:
+        read_ncu([path])
+    assert info.value.place == f"line {rule + 1}" and problem in info.value.problem
 
 
 # ---- conformance -------------------------------------------------------------------------

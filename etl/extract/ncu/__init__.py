@@ -1,4 +1,5 @@
-"""Nsight Compute exports: per-kernel counters → ncu_kernels, ncu_metrics, ncu_levels.
+"""Nsight Compute exports: per-kernel counters → ncu_kernels, ncu_metrics, ncu_levels,
+ncu_rules.
 
 common.py holds the shared model (units, kernel identity, merging one-metric-per-file
 exports), csv_export.py and rep_export.py the readers, levels.py the metric catalog
@@ -17,7 +18,8 @@ _CSV_HEADER = re.compile(rb'(?m)^"ID","Process ID","Process Name"[^\r\n]*')
 _TEXT_SECTION = re.compile(rb"(?m)^ {4}Section: \S")
 _TEXT_RULE = re.compile(rb"(?m)^ {4}-{3,} -{3,}")
 READER = "etl.extract.ncu.tables:extract_ncu"
-FILLS = ("ncu_kernels", "ncu_metrics", "ncu_levels", "kernel_match", "anomalies")
+FILLS = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
+         "anomalies")
 
 
 def looks_like_ncu(head: bytes) -> str | None:

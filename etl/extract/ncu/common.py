@@ -36,6 +36,9 @@ KERNEL_COLUMNS = ("ncu_id", "kernel_name", "kernel_name_demangled", "kernel_name
                   "kernel_time_text", "metric_count")
 METRIC_COLUMNS = ("ncu_id", "metric_name", "section_name", "value", "unit",
                   "reported_value_text", "reported_unit")
+RULE_COLUMNS = ("ncu_id", "rule_index", "section_name", "rule_name", "rule_type",
+                "rule_description", "estimated_speedup_type", "estimated_speedup",
+                "estimated_speedup_text")
 # Value texts ncu prints for a metric it could not collect: NULL with an anomaly, not an error.
 NOT_AVAILABLE = frozenset(("n/a", "(!) n/a", "N/A", "nan", "-nan", "inf", "-inf", "NaN"))
 
@@ -213,6 +216,31 @@ def is_known_unit(reported: str | None) -> bool:
 
 
 @dataclass
+class RuleRows:
+    """The rule results of one export (ncu's guided analysis), numbered per kernel."""
+
+    columns: dict[str, list[Any]] = field(
+        default_factory=lambda: {c: [] for c in RULE_COLUMNS})
+    anomalies: list[Anomaly] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=dict)  # rules so far, per kernel
+
+    def add(self, ncu_id: int, section: str | None, name: str, kind: str | None,
+            description: str | None, speedup_type: str | None,
+            speedup_text: str | None) -> None:
+        index = self.counts.get(ncu_id, 0)
+        self.counts[ncu_id] = index + 1
+        speedup = parse_number(speedup_text or "")
+        if speedup is None and (speedup_text or "").strip():
+            self.anomalies.append(("ncu_rule_speedup_not_a_number", ncu_id,
+                                   f"rule {name}: estimated speedup {speedup_text!r} is not a "
+                                   "number; NULL, text kept"))
+        row = (ncu_id, index, section or None, name, kind or None, description or None,
+               speedup_type or None, None if speedup is None else float(speedup), speedup_text)
+        for column, item in zip(RULE_COLUMNS, row):
+            self.columns[column].append(item)
+
+
+@dataclass
 class NcuExport:
     """One ncu export (several one-metric files of one session merge into one)."""
 
@@ -222,6 +250,7 @@ class NcuExport:
     metrics: pa.Table
     anomalies: list[Anomaly]
     path_rows: list[int] = field(default_factory=list)  # metric rows read, per path
+    rules: pa.Table = field(default_factory=lambda: ncu_schema("ncu_rules").empty_table())
 
 
 def ncu_schema(table: str) -> pa.Schema:
@@ -235,19 +264,22 @@ def ncu_schema(table: str) -> pa.Schema:
 
 
 def build_export(paths: list[Path], fmt: str, kernels: dict[int, dict[str, Any]],
-                 metrics: MetricRows, anomalies: list[Anomaly]) -> NcuExport:
+                 metrics: MetricRows, anomalies: list[Anomaly],
+                 rules: RuleRows | None = None) -> NcuExport:
     """Tables of one export; kernel columns the export's own columns left NULL are filled
     from metrics named in [kernel_fields]."""
     import pyarrow as pa
 
-    more = metrics.finish()
+    rules = rules or RuleRows()
+    more = metrics.finish() + rules.anomalies
     metric_table = pa.table(metrics.columns, schema=ncu_schema("ncu_metrics"))
     fill_kernels_from_metrics(kernels, metric_table)
     rows = [kernels[k] for k in sorted(kernels)]
     kernel_table = pa.table({c: [r.get(c) for r in rows] for c in KERNEL_COLUMNS},
                             schema=ncu_schema("ncu_kernels"))
     return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + more,
-                     [metric_table.num_rows] if len(paths) == 1 else [])
+                     [metric_table.num_rows] if len(paths) == 1 else [],
+                     pa.table(rules.columns, schema=ncu_schema("ncu_rules")))
 
 
 def fill_kernels_from_metrics(kernels: dict[int, dict[str, Any]], metrics: pa.Table) -> None:
@@ -372,7 +404,24 @@ def _merge(a: NcuExport, b: NcuExport) -> NcuExport:
     metrics = pa.concat_tables([a.metrics, b.metrics]).sort_by(
         [("ncu_id", "ascending")])
     return NcuExport(a.paths + b.paths, a.format, kernels, metrics, anomalies,
-                     a.path_rows + b.path_rows)
+                     a.path_rows + b.path_rows, _merged_rules(a, b))
+
+
+def _merged_rules(a: NcuExport, b: NcuExport) -> pa.Table:
+    """Both files' rules, b's numbered after a's for each kernel."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    counts: dict[int, int] = {}
+    for ncu_id in a.rules.column("ncu_id").to_pylist():
+        counts[ncu_id] = counts.get(ncu_id, 0) + 1
+    shift = pa.array([counts.get(i, 0) for i in b.rules.column("ncu_id").to_pylist()],
+                     pa.int32())
+    index = b.rules.schema.get_field_index("rule_index")
+    moved = b.rules.set_column(index, "rule_index", pc.add(b.rules.column(index), shift)
+                               ).cast(b.rules.schema)
+    return pa.concat_tables([a.rules, moved]).sort_by(
+        [("ncu_id", "ascending"), ("rule_index", "ascending")])
 
 
 def _agree(x: Any, y: Any) -> Any:

@@ -1,4 +1,5 @@
-"""The Nsight Compute part of a run: exports → ncu_kernels, ncu_metrics, ncu_levels.
+"""The Nsight Compute part of a run: exports → ncu_kernels, ncu_metrics, ncu_levels,
+ncu_rules.
 
 This is the reader every ncu format registers (etl/extract/ncu/__init__.py): it is called
 once with all the run's ncu files, because one-metric-per-file exports of one session
@@ -21,9 +22,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
+TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules")
+
+
 @dataclass
 class NcuPart:
-    tables: dict[str, pa.Table]       # ncu_kernels, ncu_metrics, ncu_levels (no run_id yet)
+    tables: dict[str, pa.Table]       # TABLES (no run_id yet)
     anomalies: pa.Table               # rows for the anomalies table (no run_id yet)
     sources: list[dict[str, Any]]     # one per file: path, format, rows, ncu_source_id
     refused: list[InputError] = field(default_factory=list)  # files that cannot be read
@@ -69,12 +73,12 @@ def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any
 
     exports, refused = read_each(paths)
     arch, sm_count = _hints(devices, dims)
-    parts: dict[str, list[pa.Table]] = {"ncu_kernels": [], "ncu_metrics": [], "ncu_levels": []}
+    parts: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
     anomalies, sources = [], []
     for ncu_source_id, export in enumerate(exports):
         levels = _levels(export, arch, sm_count)
         for name, table in (("ncu_kernels", export.kernels), ("ncu_metrics", export.metrics),
-                            ("ncu_levels", levels)):
+                            ("ncu_levels", levels), ("ncu_rules", export.rules)):
             parts[name].append(_with_source(table, ncu_source_id))
         anomalies.append(_anomalies(export.anomalies, ncu_source_id))
         sources.extend(_file_entries(export, ncu_source_id))
