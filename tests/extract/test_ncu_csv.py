@@ -37,7 +37,8 @@ CORPUS_CSV = [
     "v100_details_old-format_tf1.15_deeplab_fp16_fw_amp__sm__inst_executed_pipe_tensor.sum.txt",
 ]
 FIXTURES = ["raw_page_2023_a100.csv", "raw_page_2020_v100.csv", "details_2024_rules_gh200.csv",
-            "details_unknown_unit.csv", "raw_page_unknown_unit.csv"]
+            "details_unknown_unit.csv", "raw_page_unknown_unit.csv",
+            "details_2025_rules_rtx5090.csv"]
 
 
 def corpus_file(name: str) -> Path:
@@ -61,8 +62,9 @@ ORACLE_FACTORS = {
 }
 
 
-def naive_read(path: Path) -> tuple[dict[int, str], dict[tuple[int, str], tuple[Any, ...]]]:
-    """({ID: kernel name}, {(ID, metric): (Decimal value or None, text, unit)})."""
+def naive_read(path: Path) -> tuple[dict[int, str], dict[tuple[Any, ...], tuple[Any, ...]]]:
+    """({ID: kernel name}, {(ID, section, metric): (Decimal value or None, text, unit)});
+    section None on a raw page."""
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('"ID","Process ID"'))
     rows = list(csv.reader(lines[start:]))
@@ -85,8 +87,10 @@ def _naive_details(header: list[str], rows: list[list[str]]) -> tuple[dict, dict
     for row in rows:
         kernels[int(row[col["ID"]])] = row[col["Kernel Name"]]
         name, unit, text = (row[col[c]] for c in ("Metric Name", "Metric Unit", "Metric Value"))
+        section = row[col["Section Name"]] if "Section Name" in col else None
         if name:
-            metrics[(int(row[col["ID"]]), name)] = (_number(text, unit), text, unit)
+            metrics[(int(row[col["ID"]]), section or None, name)] = (_number(text, unit), text,
+                                                                     unit)
     return kernels, metrics
 
 
@@ -97,7 +101,8 @@ def _naive_raw(header: list[str], units: list[str], rows: list[list[str]]) -> tu
         kernels[int(row[0])] = row[4]
         for i in range(first_metric, len(header)):
             if row[i] != "":
-                metrics[(int(row[0]), header[i])] = (_number(row[i], units[i]), row[i], units[i])
+                metrics[(int(row[0]), None, header[i])] = (_number(row[i], units[i]), row[i],
+                                                           units[i])
     return kernels, metrics
 
 
@@ -105,7 +110,9 @@ def assert_matches_oracle(export: NcuExport, path: Path) -> None:
     kernels, expected = naive_read(path)
     assert dict(zip(*export.kernels.select(["ncu_id", "kernel_name"]).to_pydict().values())) \
         == kernels
-    got = {(r["ncu_id"], r["metric_name"]): r for r in export.metrics.to_pylist()}
+    got = {(r["ncu_id"], r["section_name"], r["metric_name"]): r
+           for r in export.metrics.to_pylist()}
+    assert len(got) == export.metrics.num_rows
     assert set(got) == set(expected)
     for key, (value, text, unit) in expected.items():
         row = got[key]
@@ -279,6 +286,30 @@ def test_details_2025_metric_rows_of_16_fields_and_rule_rows_of_20() -> None:
                                                         "ncu_unknown_column")]
 
 
+def test_details_metric_is_keyed_by_section_too() -> None:
+    """'Memory Throughput' of GPU Speed Of Light Throughput (%) and of Memory Workload
+    Analysis (Gbyte/s) are two metrics; the same name twice in one section is a duplicate."""
+    export = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"]))
+    both = sorted((r["section_name"], r["value"], r["unit"]) for r in export.metrics.to_pylist()
+                  if (r["ncu_id"], r["metric_name"]) == (0, "Memory Throughput"))
+    assert both == [("GPU Speed Of Light Throughput", 61.25, "percent"),
+                    ("Memory Workload Analysis", 1_096_330_000_000.0, "byte/s")]
+    assert not [a for a in export.anomalies if a[0] == "ncu_duplicate_metric"]
+    assert export.kernels.column("metric_count").to_pylist() == [13, 6]
+
+
+def test_same_metric_twice_in_one_section_is_a_duplicate(tmp_path: Path) -> None:
+    lines = (DATA / "details_2025_rules_rtx5090.csv").read_text().splitlines()
+    mem = next(line for line in lines if '"Mem Busy"' in line)
+    path = tmp_path / "twice.csv"
+    path.write_text("\n".join(lines + [mem.replace('"44.12"', '"45.00"')]) + "\n")
+    export = only(read_ncu([path]))
+    assert [a[:2] for a in export.anomalies if a[0] == "ncu_duplicate_metric"] == [
+        ("ncu_duplicate_metric", 0)]
+    assert [r["value"] for r in export.metrics.to_pylist() if r["metric_name"] == "Mem Busy"] \
+        == [44.12]
+
+
 def test_details_2025_rules_are_read() -> None:
     rules = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"])).rules.to_pylist()
     assert [(r["ncu_id"], r["rule_index"], r["section_name"], r["rule_name"], r["rule_type"],
@@ -338,7 +369,8 @@ def test_tables_match_schemas_and_keys_are_unique() -> None:
                     .append_column("ncu_source_id", pa.array([0] * n, pa.int32())))
         ids = export.kernels.column("ncu_id").to_pylist()
         assert len(ids) == len(set(ids)) and None not in ids
-        keys = list(zip(*export.metrics.select(["ncu_id", "metric_name"]).to_pydict().values()))
+        keys = list(zip(*export.metrics.select(["ncu_id", "section_name", "metric_name"])
+                        .to_pydict().values()))
         assert len(keys) == len(set(keys))
         units = set(export.metrics.column("unit").to_pylist()) - {None, "fortnight", "jiffy"}
         assert all(u in canonical or "/" in u for u in units), units

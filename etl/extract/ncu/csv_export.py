@@ -199,7 +199,7 @@ def _read_details(path: Path, header: list[str], place: str, rows: Rows,
     _unknown_columns(header, set(DETAILS_COLUMNS) | RULE_COLUMNS, anomalies)
     kernels: dict[int, dict[str, Any]] = {}
     metrics, rules = MetricRows(path), RuleRows()
-    seen: set[tuple[int, str]] = set()
+    seen: set[tuple[int, str | None, str]] = set()  # a metric is keyed by its section too
     for line, fields in rows:
         ncu_id = _add_kernel(kernels, _kernel_row(path, index, fields, line, anomalies),
                              line, anomalies)
@@ -208,11 +208,11 @@ def _read_details(path: Path, header: list[str], place: str, rows: Rows,
         if not name.strip():
             _add_rule(path, rules, index, fields, ncu_id, section, line)
             continue
-        if (ncu_id, name) in seen:
+        if (ncu_id, section, name) in seen:
             anomalies.append(("ncu_duplicate_metric", ncu_id, f"line {line}: {name} "
-                              "repeated; first kept"))
+                              f"repeated in section {section!r}; first kept"))
             continue
-        seen.add((ncu_id, name))
+        seen.add((ncu_id, section, name))
         metrics.add(ncu_id, name, section or None, fields[index["Metric Value"]],
                     fields[index["Metric Unit"]], f"line {line}")
     return _finish(path, "ncu_details_csv", kernels, metrics, anomalies, rules)
