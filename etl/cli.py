@@ -235,7 +235,8 @@ def _arch_help() -> str:
     from etl.extract.ncu.levels import arch_names
 
     return (f"GPU architecture: {', '.join(arch_names())} (or a compute capability such as "
-            "8.0).")
+            "8.0); a newer member of a known family (sm_120) gets its nearest entry, "
+            "unverified.")
 
 
 class _CatalogHelp(click.Option):
@@ -265,13 +266,23 @@ def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations:
     Example:
       etl ncu-metrics --arch sm_80 --kernels-per-iteration 870 --warmup-iterations 2
     """
-    from etl.extract.ncu.levels import ncu_metric_list, normalize_arch, profile_commands
+    from etl.extract.ncu.levels import (
+        arch_entry,
+        ncu_metric_list,
+        normalize_arch,
+        profile_commands,
+    )
 
     try:
         name = normalize_arch(arch)
+        entry = arch_entry(name)
         commands = profile_commands(name, kernels_per_iteration, warmup_iterations, program)
     except (KeyError, ValueError) as exc:
-        raise EtlError(f"--arch {arch}: {exc}") from None
+        raise EtlError(f"--arch {arch}: {exc.args[0] if exc.args else exc}") from None
+    if entry.read_as:
+        click.echo(f"# {name} has no catalog entry: these are the counters of {entry.arch}, the "
+                   f"nearest known architecture of its family ({entry.family}); unverified on "
+                   f"{name}")
     click.echo(f"# metrics collecting all four levels on {name}:")
     click.echo(",".join(ncu_metric_list(name)))
     click.echo("# profile the steps bracketed by cudaProfilerStart/Stop "

@@ -83,6 +83,19 @@ def test_text_page_is_refused_with_the_export_command(tmp_path: Path) -> None:
     assert "--csv --page raw" in result.stderr and "text/gh200" in result.stderr
 
 
+def test_ncu_metrics_command_for_an_architecture_newer_than_the_catalog() -> None:
+    result = cli("ncu-metrics", "--arch", "sm_120")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == ("# sm_120 has no catalog entry: these are the counters of sm_100, the "
+                        "nearest known architecture of its family (blackwell); unverified on "
+                        "sm_120")
+    assert lines[2] == cli("ncu-metrics", "--arch", "sm_100").stdout.splitlines()[1]
+    assert "-o ncu_sm_120_profiler_range" in result.stdout
+    unknown = cli("ncu-metrics", "--arch", "sm_60")
+    assert unknown.returncode == 1 and "no catalog entry for sm_60" in unknown.stderr
+
+
 def test_ncu_metrics_command_prints_a_usable_profile_line() -> None:
     out = cli("ncu-metrics", "--arch", "sm_90", "--kernels-per-iteration", "100",
               "--warmup-iterations", "3").stdout

@@ -125,8 +125,12 @@ def test_zero_denominator_unknown_and_missing_architecture() -> None:
     assert rows[3]["issue_slot_util"] is None
     assert rows[3]["issue_slot_util_null_reason"] == "smsp_elapsed_cycles is 0"
     assert rows[4]["arch"] == "sm_120"
-    assert {rows[4][f"{lv}_null_reason"] for lv in level_names()} == {
-        "no catalog entry for sm_120"}
+    assert rows[4]["smsp_elapsed_cycles"] == 1000.0
+    assert rows[4]["smsp_elapsed_cycles_source"] == (
+        "smsp__cycles_elapsed.sum [unverified: sm_120 read as sm_100]")
+    assert rows[4]["smsp_active_util_null_reason"] == (
+        "smsp_active_cycles: none of the 3 sm_100 (read for sm_120) counters for "
+        "smsp_active_cycles is in the export (preferred: smsp__cycles_active.sum)")
     assert levels(arch=None)[2]["smsp_elapsed_cycles_null_reason"] == (
         "architecture unknown: the export has no CC and no arch was passed")
 
@@ -138,6 +142,41 @@ def test_caveats_and_unverified_entries_are_named_in_sources() -> None:
         "smsp__inst_executed_pipe_tensor_op_hmma.sum [HMMA only (misses IMMA, DMMA)]")
     assert rows[6]["smsp_active_util"] == 0.5
     assert rows[6]["smsp_active_util_source"].endswith("[sm_100 catalog entry unverified])")
+
+
+@pytest.mark.parametrize(("arch", "read_as"), [
+    ("sm_120", "sm_100"), ("12.1", "sm_100"), ("sm_103", "sm_100"), ("sm_110", "sm_100"),
+    ("10.1", "sm_100"), ("sm_87", "sm_86"), ("sm_72", "sm_70")])
+def test_architecture_without_an_entry_reads_as_the_nearest_of_its_family(
+        arch: str, read_as: str) -> None:
+    entry = arch_entry(arch)
+    assert (entry.arch, entry.read_as) == (read_as, normalize_arch(arch))
+    assert entry.note == f"unverified: {normalize_arch(arch)} read as {read_as}"
+    assert entry.lists == arch_entry(read_as).lists
+
+
+def test_architecture_of_no_family_has_no_entry() -> None:
+    with pytest.raises(KeyError, match=r"no catalog entry for sm_60, and no \[families\] list "
+                       r"in etl/extract/ncu/metrics.toml names it"):
+        arch_entry("sm_60")
+
+
+def test_families_cover_every_entry_once() -> None:
+    families = catalog()["families"]
+    members = [a for names in families.values() for a in names]
+    assert len(members) == len(set(members))
+    assert set(arch_names()) <= set(members)
+
+
+def test_rtx5090_details_2025_levels_by_hand() -> None:
+    """CC 12.0 (an RTX 5090): every level from the sm_100 lists, each flagged unverified."""
+    export = read_ncu([DATA / "details_2025_rules_rtx5090.csv"])[0]
+    row = kernel_levels(export.metrics, export.kernels, None, None).to_pylist()[0]
+    assert (row["arch"], row["sm_count"]) == ("sm_120", 170)
+    assert row["smsp_elapsed_cycles"] == 10_000 * 4 * 170
+    assert [row[lv] for lv in level_names()] == [0.75, 0.25, 0.125, 0.01, 0.04, 850_000 / 5_100_000]
+    assert all("[unverified: sm_120 read as sm_100]" in row[f"{lv}_source"]
+               for lv in level_names())
 
 
 def test_duplicate_kernel_ids_are_refused() -> None:
@@ -310,6 +349,7 @@ def test_metric_list() -> None:
     assert not any("op_hmma" in m for m in ncu_metric_list("sm_90"))
     with pytest.raises(KeyError, match="no catalog entry for sm_60"):
         ncu_metric_list("sm_60")
+    assert ncu_metric_list("sm_120") == ncu_metric_list("sm_100")
 
 
 def test_profile_commands() -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +36,22 @@ SMSPS_PER_SM = 4  # every SM since Volta has four sub-partitions (paper §III)
 
 @dataclass(frozen=True)
 class ArchEntry:
-    arch: str
+    arch: str                        # the catalog entry read
     gpus: str
     verified: bool
     lists: dict[str, tuple[str, ...]]
     caveats: dict[str, str]
+    read_as: str | None = None       # the architecture it stands in for (no entry of its own)
+    family: str | None = None
+
+    @property
+    def note(self) -> str | None:
+        """What every value computed from a stand-in entry carries in its *_source."""
+        return f"unverified: {self.read_as} read as {self.arch}" if self.read_as else None
+
+    @property
+    def label(self) -> str:
+        return f"{self.arch} (read for {self.read_as})" if self.read_as else self.arch
 
 
 @dataclass(frozen=True)
@@ -84,12 +95,37 @@ def normalize_arch(arch: str) -> str:
 
 @cache
 def arch_entry(arch: str) -> ArchEntry:
-    """Preference lists of `arch`, with `like` inheritance resolved."""
+    """Preference lists of `arch`, with `like` inheritance resolved; an architecture without
+    an entry gets the nearest known one of its family ([families]), marked `read_as`."""
     name = normalize_arch(arch)
     table = catalog()["arch"]
-    if name not in table:
-        raise KeyError(f"no catalog entry for {name} (known: {', '.join(table)})")
-    raw = table[name]
+    if name in table:
+        return _own_entry(name)
+    family, nearest = _nearest_of_family(name)
+    if nearest is None:
+        raise KeyError(f"no catalog entry for {name}, and no [families] list in "
+                       f"etl/extract/ncu/metrics.toml names it (known: {', '.join(table)}); "
+                       f"add [arch.{name}], or {name} to its generation's family")
+    return replace(_own_entry(nearest), read_as=name, family=family)
+
+
+def _arch_number(name: str) -> int:
+    return int(name.removeprefix("sm_"))
+
+
+def _nearest_of_family(name: str) -> tuple[str | None, str | None]:
+    """(family, the known member nearest `name`: highest not above it, else lowest above)."""
+    for family, members in catalog()["families"].items():
+        if name in members:
+            known = sorted((m for m in members if m in catalog()["arch"]), key=_arch_number)
+            below = [m for m in known if _arch_number(m) <= _arch_number(name)]
+            return family, (below[-1] if below else known[0] if known else None)
+    return None, None
+
+
+@cache
+def _own_entry(name: str) -> ArchEntry:
+    raw = catalog()["arch"][name]
     base = arch_entry(raw["like"]) if "like" in raw else None
     lists = dict(base.lists) if base else {}
     lists.update({q: tuple(raw[q]) for q in quantity_order() if q in raw})
@@ -182,14 +218,16 @@ def _resolve(entry: ArchEntry, quantity: str, values: dict[str, float | str],
         return Resolved(total, _annotate(entry, metric, source), None)
     if blocked:
         return Resolved(None, None, blocked[0])
-    return Resolved(None, None, f"none of the {len(candidates)} {entry.arch} counters for "
+    return Resolved(None, None, f"none of the {len(candidates)} {entry.label} counters for "
                     f"{quantity} is in the export (preferred: {candidates[0]})"
-                    if candidates else f"no {quantity} counter catalogued for {entry.arch}")
+                    if candidates else f"no {quantity} counter catalogued for {entry.label}")
 
 
 def _annotate(entry: ArchEntry, metric: str, source: str) -> str:
     notes = [entry.caveats[metric]] if metric in entry.caveats else []
-    if not entry.verified:
+    if entry.note:
+        notes.append(entry.note)
+    elif not entry.verified:
         notes.append(f"{entry.arch} catalog entry unverified")
     return source + "".join(f" [{n}]" for n in notes)
 
@@ -255,10 +293,11 @@ def _kernel_row(kernel: dict[str, Any], values: dict[str, float | str], arch: st
     name = arch_from_cc(kernel["cc"]) or (normalize_arch(arch) if arch else None)
     sms = kernel["sm_count"] if kernel["sm_count"] is not None else sm_count
     row: dict[str, Any] = {"ncu_id": kernel["ncu_id"], "arch": name, "sm_count": sms}
+    entry = _entry_or_none(name)
     if name is None:
         results = _all_null("architecture unknown: the export has no CC and no arch was passed")
-    elif name not in catalog()["arch"]:
-        results = _all_null(f"no catalog entry for {name}")
+    elif entry is None:
+        results = _all_null(f"no catalog entry for {name}, and no [families] list names it")
     else:
         quantities = resolve_quantities(values, name, sms)
         results = {**quantities, **levels_of(quantities)}
@@ -266,6 +305,13 @@ def _kernel_row(kernel: dict[str, Any], values: dict[str, float | str], arch: st
         row[key], row[f"{key}_source"], row[f"{key}_null_reason"] = (
             got.value, got.source, got.reason)
     return row
+
+
+def _entry_or_none(name: str | None) -> ArchEntry | None:
+    try:
+        return arch_entry(name) if name else None
+    except KeyError:
+        return None
 
 
 def _all_null(reason: str) -> dict[str, Resolved]:
