@@ -196,3 +196,45 @@ def test_rules_of_a_2025_details_page_are_in_ncu_rules(tmp_path: Path) -> None:
         {"kernel_base_name": "Kernel2", "rule_name": "SharedMemoryConflicts",
          "estimated_speedup_type": "local", "estimated_speedup": 3.9}]
     assert query_json(tmp_path / "wh", "SELECT count(*) AS n FROM ncu_rules") == [{"n": 5}]
+
+
+# ---- an old details export alone: what needs no architecture is computed -------------------
+
+def v100_run(root: Path, name: str, run_toml: str | None) -> None:
+    run = root / "runs" / name
+    run.mkdir(parents=True)
+    for metric in ("sm__cycles_elapsed.avg", "sm__inst_executed_pipe_tensor.sum"):
+        (run / f"{metric}.txt").symlink_to(corpus_path("ncu", f"{V100}{metric}.txt"))
+    if run_toml is not None:
+        (run / "run.toml").write_text(run_toml)
+
+
+def test_old_details_export_without_cc_or_trace(tmp_path: Path) -> None:
+    """The 2020 V100 pair has no CC column: tensor instructions are counted anyway, and
+    tc_issue_util, which divides a total by a per-SM average, needs only the SM count."""
+    v100_run(tmp_path, "alone", None)
+    v100_run(tmp_path, "with_sms", "sm_count = 80\n")
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    cycles = _naive_column(corpus_path("ncu", f"{V100}sm__cycles_elapsed.avg.txt"))
+    tensor = _naive_column(corpus_path("ncu", f"{V100}sm__inst_executed_pipe_tensor.sum.txt"))
+    rows = query_json(tmp_path / "wh", (
+        "SELECT run_name, ncu_id, arch, tensor_instructions, tensor_instructions_source, "
+        "tc_issue_util, tc_issue_util_source, tc_issue_util_null_reason FROM ncu_levels "
+        "JOIN runs USING (run_id) ORDER BY run_name, ncu_id"))
+    alone = [r for r in rows if r["run_name"] == "alone"]
+    assert len(alone) == len(tensor) == 644
+    assert all(r["arch"] is None and r["tensor_instructions"] == float(tensor[r["ncu_id"]])
+               for r in alone)
+    assert alone[0]["tensor_instructions_source"] == (
+        "sm__inst_executed_pipe_tensor.sum [architecture unknown] [on sm_80, sm_86: includes "
+        "HFMA2.MMA]")
+    assert {r["tc_issue_util_null_reason"] for r in alone} == {
+        "smsp_elapsed_cycles: sm__cycles_elapsed.avg needs the SM count, which the export does "
+        "not give: set sm_count in run.toml (or put the run's trace beside the export)"}
+    with_sms = [r for r in rows if r["run_name"] == "with_sms"]
+    want = {i: float(tensor[i] / (cycles[i] * 80 * 4)) for i in cycles}
+    assert all(r["tc_issue_util"] == pytest.approx(want[r["ncu_id"]], rel=1e-9, abs=0)
+               for r in with_sms)
+    assert with_sms[0]["tc_issue_util_source"].endswith(
+        "/ (sm__cycles_elapsed.avg × 80 SMs × 4 [architecture unknown])")
