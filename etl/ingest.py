@@ -297,6 +297,8 @@ def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: R
     refused: list[InputError] = list(getattr(part, "refused", []))
     if refused and strict:
         raise refused[0]
+    for path, why in getattr(part, "skipped", []):  # not its format after all (a log)
+        run.skipped.append((relative(run, path), why))
     formats = {f.name: f for _, f in run.inputs}
     sources = [Source(first_id + i, e["path"], relative(run, e["path"]), formats[e["format"]],
                       key.inputs[relative(run, e["path"])], e["rows"],

@@ -238,3 +238,42 @@ def test_old_details_export_without_cc_or_trace(tmp_path: Path) -> None:
                for r in with_sms)
     assert with_sms[0]["tc_issue_util_source"].endswith(
         "/ (sm__cycles_elapsed.avg × 80 SMs × 4 [architecture unknown])")
+
+
+# ---- a .csv that holds only ncu's own error text ------------------------------------------
+
+CONSOLE = Path(__file__).resolve().parent / "data" / "inputs" / "ncu" / \
+    "console_err_nvgpuctrperm.csv"
+PERMISSION = ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA "
+              "GPU Performance Counters on the target device 0.")
+
+
+def test_csv_of_ncu_error_text_alone_refuses_its_run_with_that_text(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "noperm"
+    run.mkdir(parents=True)
+    (run / "kernels.csv").write_bytes(CONSOLE.read_bytes())
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert error.startswith("error: noperm/kernels.csv: line 2: ncu wrote no export, only its "
+                            f"error: {PERMISSION}")
+
+
+def test_csv_of_ncu_error_text_beside_a_trace_is_a_refused_export(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "noperm"
+    run.mkdir(parents=True)
+    (run / "trace.json.gz").symlink_to(corpus_path(*TRACE))
+    (run / "kernels.csv").write_bytes(CONSOLE.read_bytes())
+    (run / "ncu.log").write_bytes(CONSOLE.read_bytes())  # a log, not an export: skipped
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"),
+                 "--strict")
+    assert result.returncode == 1 and "noperm/kernels.csv: line 2: ncu wrote no export" \
+        in result.stderr
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    [row] = query_json(tmp_path / "wh", "SELECT skipped FROM runs")
+    reasons = {s["path"]: s["reason"] for s in row["skipped"]}
+    assert reasons["kernels.csv"].startswith(f"ncu export refused: line 2: ncu wrote no "
+                                             f"export, only its error: {PERMISSION}")
+    assert reasons["ncu.log"].startswith("ncu's console output, not an export (only .csv "
+                                         f"names claim one): line 2: {PERMISSION}")

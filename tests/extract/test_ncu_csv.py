@@ -497,3 +497,28 @@ def test_parse_number(text: str, number: Decimal | None) -> None:
     (None, (None, None, None))])
 def test_name_forms(name: str | None, forms: tuple[str | None, ...]) -> None:
     assert name_forms(name) == forms
+
+
+# ---- ncu's console output without an export -----------------------------------------------
+
+def test_sniff_ncu_error_text_but_not_other_csv() -> None:
+    assert looks_like_ncu((DATA / "console_err_nvgpuctrperm.csv").read_bytes()) == "ncu_console"
+    assert looks_like_ncu((DATA / "broken" / "ncu_console-no-kernels-profiled.csv")
+                          .read_bytes()) == "ncu_console"
+    smi = (b"timestamp, name, utilization.gpu [%], memory.used [MiB]\n"
+           b"2024/05/01 10:00:00.000, NVIDIA A100-SXM4-80GB, 97 %, 40536 MiB\n")
+    assert looks_like_ncu(smi) is None
+    log = b"==PROF== Connected to process 1 (/usr/bin/python3)\nstep 0\n"
+    assert looks_like_ncu(log) is None  # ncu's notices with no error: not claimed
+    export = (DATA / "details_2025_rules_rtx5090.csv").read_bytes()
+    assert looks_like_ncu(b"==ERROR== one kernel failed\n" + export) == "ncu_details_csv"
+
+
+def test_no_kernels_profiled_csv_is_refused_with_ncu_warnings() -> None:
+    with pytest.raises(InputError) as info:
+        read_ncu([DATA / "broken" / "ncu_console-no-kernels-profiled.csv"])
+    assert info.value.place == "line 4"
+    assert info.value.problem == (
+        "ncu wrote no export, only its warnings: ==WARNING== No kernels were profiled. | "
+        "==WARNING== Profiling kernels launched by child processes requires the "
+        "--target-processes all option.")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
+from etl.extract.registry import NotThisFormat
 from etl.extract.ncu.common import (
     Anomaly,
     MetricRows,
@@ -61,6 +62,24 @@ def read_csv_export(path: Path, kind: str) -> NcuExport:
     if kind == "ncu_details_csv":
         return _read_details(path, header, header_place, rows, anomalies)
     return _read_raw(path, header, header_place, rows, anomalies)
+
+
+def console_output(path: Path) -> NotThisFormat | InputError:
+    """ncu's notices without an export: refused when the name claims a CSV export (what
+    `ncu --csv ... > out.csv` leaves when profiling fails), else a log, skipped."""
+    lines = read_all(path).decode("utf-8", errors="replace").splitlines()
+    errors = [(i, line.strip()) for i, line in enumerate(lines) if line.startswith("==ERROR==")]
+    notes = errors or [(i, line.strip()) for i, line in enumerate(lines)
+                       if line.startswith("==WARNING==")]
+    kind = ("error" if errors else "warning") + ("s" if len(notes) > 1 else "")
+    text = " | ".join(note for _, note in notes[:3]) + (
+        f" (and {len(notes) - 3} more)" if len(notes) > 3 else "")
+    place = f"line {notes[0][0] + 1}" if notes else None
+    if not path.name.lower().endswith(".csv"):
+        return NotThisFormat(f"ncu's console output, not an export (only .csv names claim "
+                             f"one): {place}: {text}")
+    return InputError(path, f"ncu wrote no export, only its {kind}: {text}", place,
+                      "fix what ncu reports, profile again, and keep the CSV it then writes")
 
 
 def text_page_error(path: Path, lines: list[str]) -> InputError:

@@ -17,6 +17,7 @@ from etl.errors import InputError
 from etl.extract.ncu import looks_like_ncu
 from etl.extract.ncu.common import NcuExport, merge_split_exports
 from etl.extract.rawio import read_head
+from etl.extract.registry import NotThisFormat
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,34 +32,49 @@ class NcuPart:
     anomalies: pa.Table               # rows for the anomalies table (no run_id yet)
     sources: list[dict[str, Any]]     # one per file: path, format, rows, ncu_source_id
     refused: list[InputError] = field(default_factory=list)  # files that cannot be read
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # not exports after all
 
 
 def read_ncu(paths: list[Path]) -> list[NcuExport]:
     """Read the ncu files of ONE run folder; one-metric-per-file details exports of one
     session (same IDs, kernel names and process name, disjoint metrics) become one export.
     The first file that cannot be read raises its InputError."""
-    exports, refused = read_each(paths)
-    if refused:
-        raise refused[0]
-    return exports
+    read = read_each(paths)
+    if read.refused:
+        raise read.refused[0]
+    if read.skipped:
+        raise NotThisFormat(read.skipped[0][1])
+    return read.exports
 
 
-def read_each(paths: list[Path]) -> tuple[list[NcuExport], list[InputError]]:
+@dataclass
+class Read:
+    exports: list[NcuExport]
+    refused: list[InputError]          # files that cannot be read, with their error
+    skipped: list[tuple[Path, str]]    # files that are no export after all (ncu's logs)
+
+
+def read_each(paths: list[Path]) -> Read:
     """Like read_ncu, but a file that cannot be read is set aside with its error and the
     others are read: one broken export does not hide the rest of the run."""
-    exports, refused = [], []
+    read = Read([], [], [])
     for path in sorted(paths):
         try:
-            exports.append(_read_one(path))
+            read.exports.append(_read_one(path))
         except InputError as exc:
-            refused.append(exc)
-    return merge_split_exports(exports), refused
+            read.refused.append(exc)
+        except NotThisFormat as exc:
+            read.skipped.append((path, str(exc)))
+    read.exports = merge_split_exports(read.exports)
+    return read
 
 
 def _read_one(path: Path) -> NcuExport:
     from etl.extract.ncu import csv_export, rep_export
 
     kind = looks_like_ncu(read_head(path))
+    if kind == "ncu_console":
+        raise csv_export.console_output(path)
     if kind == "ncu_rep":
         return rep_export.read_rep(path)
     if kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
@@ -71,7 +87,8 @@ def _read_one(path: Path) -> NcuExport:
 def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any]) -> NcuPart:
     import pyarrow as pa
 
-    exports, refused = read_each(paths)
+    read = read_each(paths)
+    exports = read.exports
     arch, sm_count = _hints(devices, dims)
     parts: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
     anomalies, sources = [], []
@@ -84,7 +101,7 @@ def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any
         sources.extend(_file_entries(export, ncu_source_id))
     tables = {name: pa.concat_tables(p) if p else _empty(name) for name, p in parts.items()}
     return NcuPart(tables, pa.concat_tables(anomalies) if anomalies else _anomalies([], 0),
-                   sources, refused)
+                   sources, read.refused, read.skipped)
 
 
 def _file_entries(export: NcuExport, ncu_source_id: int) -> list[dict[str, Any]]:
