@@ -44,7 +44,8 @@ class RunResult:
     status: str                 # ingested, unchanged, refused
     run_id: str | None = None
     events: int = 0
-    kernels: int = 0
+    kernels: int = 0            # GPU kernels of the traces
+    ncu_kernels: int = 0        # kernels of the counters exports (ncu_kernels rows)
     anomalies: int = 0
     seconds: float = 0.0
     error: str | None = None
@@ -422,7 +423,8 @@ def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str |
 def _result(run: RunFolder, run_id: str, sources: list[Source],
             counts: dict[str, int], set_aside: list[SetAside]) -> RunResult:
     result = RunResult(run.name, "ingested", run_id, events=_trace_events(sources),
-                       kernels=counts["kernels"], anomalies=counts["anomalies"])
+                       kernels=counts["kernels"], ncu_kernels=counts["ncu_kernels"],
+                       anomalies=counts["anomalies"])
     for rel, reason in run.skipped:
         result.warnings.append(f"{run.name}/{rel}: skipped ({reason})")
     for s in set_aside:

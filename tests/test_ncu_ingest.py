@@ -277,3 +277,15 @@ def test_csv_of_ncu_error_text_beside_a_trace_is_a_refused_export(tmp_path: Path
                                              f"export, only its error: {PERMISSION}")
     assert reasons["ncu.log"].startswith("ncu's console output, not an export (only .csv "
                                          f"names claim one): line 2: {PERMISSION}")
+
+
+def test_ingest_summary_counts_the_kernels_of_an_ncu_only_run(tmp_path: Path) -> None:
+    v100_run(tmp_path, "v100", None)
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if "status" in line)
+    [row] = [line for line in lines if line.startswith("│ v100 ")]
+    cells = dict(zip([c.strip() for c in header.strip("┃").split("┃")],
+                     [c.strip() for c in row.strip("│").split("│")]))
+    assert (cells["events"], cells["kernels"], cells["ncu kernels"]) == ("0", "0", "644")
