@@ -22,7 +22,15 @@ from etl import __version__
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
 from etl.match_stage import match_run
-from etl.runfolder import RunFolder, read_run_toml, relative, run_id_for, scan, sha256_file
+from etl.runfolder import (
+    RUN_TOML,
+    RunFolder,
+    read_run_toml,
+    relative,
+    run_id_for,
+    scan,
+    sha256_file,
+)
 from etl.warehouse import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
@@ -294,7 +302,12 @@ def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: R
     if len(groups) > 1:  # one counters family today; say so rather than mix export ids
         raise RunError(f"{run.name}: counters of several families in one run folder")
     [(fmt, paths)] = groups
-    part = fmt.load_reader()(paths, devices, dims)
+    try:
+        part = fmt.load_reader()(paths, devices, dims)
+    except InputError as exc:
+        if exc.path == RUN_TOML and run.run_toml is not None:  # a key of run.toml is wrong
+            exc.path = str(run.run_toml)
+        raise
     refused: list[InputError] = list(getattr(part, "refused", []))
     if refused and strict:
         raise refused[0]

@@ -289,3 +289,12 @@ def test_ingest_summary_counts_the_kernels_of_an_ncu_only_run(tmp_path: Path) ->
     cells = dict(zip([c.strip() for c in header.strip("┃").split("┃")],
                      [c.strip() for c in row.strip("│").split("│")]))
     assert (cells["events"], cells["kernels"], cells["ncu kernels"]) == ("0", "0", "644")
+
+
+def test_compute_capability_of_run_toml_that_is_not_x_y_is_one_line(tmp_path: Path) -> None:
+    v100_run(tmp_path, "badcc", 'compute_capability = "Ampere"\n')
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 1
+    [error] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert error == ('error: badcc/run.toml: key compute_capability: "Ampere" is not a compute '
+                     'capability. write it as major.minor, e.g. compute_capability = "7.0"')

@@ -126,10 +126,18 @@ def _hints(devices: pa.Table | None, dims: dict[str, Any]) -> tuple[str | None, 
     if devices is not None and devices.num_rows:
         ccs = {c for c in devices["compute_capability"].to_pylist() if c}
         sms = {s for s in devices["sm_count"].to_pylist() if s}
-        arch = arch_from_cc(ccs.pop()) if len(ccs) == 1 else None
+        try:
+            arch = arch_from_cc(ccs.pop()) if len(ccs) == 1 else None
+        except ValueError:  # a trace's odd capability text: the export or run.toml decide
+            arch = None
         sm = sms.pop() if len(sms) == 1 else None
     if arch is None and dims.get("compute_capability"):
-        arch = arch_from_cc(dims["compute_capability"])
+        try:
+            arch = arch_from_cc(dims["compute_capability"])
+        except ValueError:
+            raise InputError("run.toml", f"{dims['compute_capability']!r} is not a compute "
+                             "capability".replace("'", '"'), "key compute_capability",
+                             'write it as major.minor, e.g. compute_capability = "7.0"') from None
     return arch, sm if sm is not None else dims.get("sm_count")
 
 
