@@ -109,9 +109,12 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--name", "run_name", default=None, help="The run's name (one run folder only).")
 @click.option("--replace", is_flag=True, help="Let a run replace the warehouse's run of the "
               "same name that was ingested from another folder.")
+@click.option("--strict", is_flag=True,
+              help="Refuse a run when one of its counters exports (ncu) cannot be read, "
+                   "instead of ingesting its traces without it and reporting the export.")
 @click.pass_context
 def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
-           jobs: int, prefix: bool, run_name: str | None, replace: bool) -> None:
+           jobs: int, prefix: bool, run_name: str | None, replace: bool, strict: bool) -> None:
     """Ingest run folders (or folders of run folders) into the warehouse.
 
     A run folder directly holds profiler files (or run.toml); its sub-folders belong to
@@ -134,7 +137,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, sal
     warehouse = Warehouse.at(warehouse_dir)
     folders = find_run_folders(list(paths), prefix, run_name)
     with report.progress(len(folders)) as advance:
-        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs, replace=replace)
+        options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs, replace=replace,
+                          strict=strict)
         results = ingest_all(folders, warehouse, options, on_done=advance)
     if not ensure_views(warehouse):
         click.echo(f"warning: {warehouse.database} is open in another process; views were "
@@ -293,7 +297,8 @@ def _arch_help() -> str:
     from etl.extract.ncu.levels import arch_names
 
     return (f"GPU architecture: {', '.join(arch_names())} (or a compute capability such as "
-            "8.0).")
+            "8.0); a newer member of a known family (sm_120) gets its nearest entry, "
+            "unverified.")
 
 
 class _CatalogHelp(click.Option):
@@ -323,13 +328,23 @@ def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations:
     Example:
       etl ncu-metrics --arch sm_80 --kernels-per-iteration 870 --warmup-iterations 2
     """
-    from etl.extract.ncu.levels import ncu_metric_list, normalize_arch, profile_commands
+    from etl.extract.ncu.levels import (
+        arch_entry,
+        ncu_metric_list,
+        normalize_arch,
+        profile_commands,
+    )
 
     try:
         name = normalize_arch(arch)
+        entry = arch_entry(name)
         commands = profile_commands(name, kernels_per_iteration, warmup_iterations, program)
     except (KeyError, ValueError) as exc:
-        raise EtlError(f"--arch {arch}: {exc}") from None
+        raise EtlError(f"--arch {arch}: {exc.args[0] if exc.args else exc}") from None
+    if entry.read_as:
+        click.echo(f"# {name} has no catalog entry: these are the counters of {entry.arch}, the "
+                   f"nearest known architecture of its family ({entry.family}); unverified on "
+                   f"{name}")
     click.echo(f"# metrics collecting all four levels on {name}:")
     click.echo(",".join(ncu_metric_list(name)))
     click.echo("# profile the steps bracketed by cudaProfilerStart/Stop "

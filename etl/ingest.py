@@ -21,10 +21,18 @@ from typing import Any
 from etl import __version__
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
-from etl.match_stage import Preference, match_run
 from etl.errors import name_text
-from etl.runfolder import (RunFolder, RunTarget, read_run_toml, relative, run_id_for, scan,
-                           sha256_file)
+from etl.match_stage import Preference, match_run
+from etl.runfolder import (
+    RUN_TOML,
+    RunFolder,
+    RunTarget,
+    read_run_toml,
+    relative,
+    run_id_for,
+    scan,
+    sha256_file,
+)
 from etl.warehouse import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
@@ -46,11 +54,13 @@ class RunResult:
     status: str                 # ingested, unchanged, refused
     run_id: str | None = None
     events: int = 0
-    kernels: int = 0
+    kernels: int = 0            # GPU kernels of the traces
+    ncu_kernels: int = 0        # kernels of the counters exports (ncu_kernels rows)
     anomalies: int = 0
     seconds: float = 0.0
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # inputs set aside: "run/relative path"
 
 
 PARALLEL_BYTES = 64 << 20  # files this big are decoded by one worker process per core
@@ -64,6 +74,7 @@ class Options:
     replace: bool = False   # a run name may replace a run ingested from another folder
     slice_workers: int = 1  # processes decoding one big trace (when runs are not parallel)
     parallel_bytes: int = PARALLEL_BYTES
+    strict: bool = False    # a counters export that cannot be read refuses its whole run
 
 
 @dataclass
@@ -174,13 +185,17 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
                staged: Path, options: Options) -> Prepared:
     writers = {t: TableWriter(staged, t, key.constants) for t in RUN_TABLES}
     sources, small = _extract_sources(run, dims, key, staged, writers, options)
-    counters = _extract_counters(run, small.get("devices"), dims, key, len(sources))
+    counters = _extract_counters(run, small.get("devices"), dims, key, len(sources),
+                                 options.strict)
     sources += counters.sources
     sources += _extract_samples(run, dims, key, len(sources), writers)
     if not sources:
-        raise RunError(_nothing_read(run))
+        raise counters.refused[0] if counters.refused else RunError(_nothing_read(run))
+    set_aside = [_set_aside(run, exc) for exc in counters.refused]
     if counters.anomalies is not None:
         writers["anomalies"].write(counters.anomalies)
+    if set_aside:
+        writers["anomalies"].write(_refused_anomalies(set_aside))
     for name in ("host_events", "kernels"):  # read back by the matcher
         writers[name].close()
     has_ncu = counters.tables["ncu_kernels"].num_rows > 0
@@ -196,8 +211,9 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
         if name not in ("host_events", "kernels"):
             writers[name].close()  # a table nothing wrote to is a zero-row file
     counts = {t: w.rows for t, w in writers.items()}
-    row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id)
-    return Prepared(_result(run, key.run_id, sources, counts), staged, row)
+    row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id,
+                    set_aside)
+    return Prepared(_result(run, key.run_id, sources, counts, set_aside), staged, row)
 
 
 def _nothing_read(run: RunFolder) -> str:
@@ -292,29 +308,77 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
 
 @dataclass
 class CountersPart:
-    tables: dict[str, Any]      # ncu_kernels, ncu_metrics, ncu_levels
+    tables: dict[str, Any]      # COUNTER_TABLES
     anomalies: Any
     sources: list[Source]
+    refused: list[InputError] = field(default_factory=list)  # files set aside, unreadable
 
 
 def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: RunKey,
-                      first_id: int) -> CountersPart:
-    """Every counters input, one reader call per reader with all its files."""
+                      first_id: int, strict: bool = False) -> CountersPart:
+    """Every counters input, one reader call per reader with all its files.
+
+    A file the reader cannot read comes back refused (the reader's `refused`, beside the
+    files it read): the run keeps its traces and other exports, and the file is reported;
+    `strict` refuses the run instead.
+    """
     groups = grouped_by_reader(run.of_role("counters"))
     if not groups:
         return CountersPart({t: _empty_table(t) for t in COUNTER_TABLES}, None, [])
     if len(groups) > 1:  # one counters family today; say so rather than mix export ids
         raise RunError(f"{run.name}: counters of several families in one run folder")
     [(fmt, paths)] = groups
-    part = fmt.load_reader()(paths, devices, dims)
+    try:
+        part = fmt.load_reader()(paths, devices, dims)
+    except InputError as exc:
+        if exc.path == RUN_TOML and run.run_toml is not None:  # a key of run.toml is wrong
+            exc.path = str(run.run_toml)
+        raise
+    refused: list[InputError] = list(getattr(part, "refused", []))
+    if refused and strict:
+        raise refused[0]
+    for path, why in getattr(part, "skipped", []):  # not its format after all (a log)
+        run.skipped.append((relative(run, path), why))
     formats = {f.name: f for _, f in run.inputs}
     sources = [Source(first_id + i, e["path"], relative(run, e["path"]), formats[e["format"]],
                       key.inputs[relative(run, e["path"])], e["rows"],
                       ncu_source_id=e["ncu_source_id"]) for i, e in enumerate(part.sources)]
-    return CountersPart(part.tables, part.anomalies, sources)
+    return CountersPart(part.tables, part.anomalies, sources, refused)
 
 
-COUNTER_TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels")
+@dataclass(frozen=True)
+class SetAside:
+    """A counters file refused while its run was ingested without it."""
+
+    rel: str       # path inside the run folder
+    family: str    # the format family that could not read it (ncu)
+    why: str       # place, problem and remedy, without the path
+
+
+def _set_aside(run: RunFolder, exc: InputError) -> SetAside:
+    path = Path(exc.path)
+    fmt = next((f for p, f in run.inputs if p == path), None)
+    why = ": ".join([exc.place, exc.problem] if exc.place else [exc.problem])
+    if exc.remedy:
+        why += ". " + exc.remedy
+    return SetAside(relative(run, path), fmt.family if fmt else "counters", why)
+
+
+def _refused_anomalies(set_aside: list[SetAside]) -> Any:
+    import pyarrow as pa
+
+    n = len(set_aside)
+    return pa.table({
+        "source_id": pa.nulls(n, pa.int32()),
+        "kind": pa.array([f"{s.family}_export_refused" for s in set_aside], pa.string()),
+        "event_id": pa.nulls(n, pa.int64()),
+        "detail": pa.array([f"{s.rel}: {s.why}" for s in set_aside], pa.string()),
+        "ncu_source_id": pa.nulls(n, pa.int32()),
+        "ncu_id": pa.nulls(n, pa.int64()),
+    })
+
+
+COUNTER_TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules")
 
 
 def _extract_samples(run: RunFolder, dims: dict[str, Any], key: RunKey, first_id: int,
@@ -408,7 +472,8 @@ def _match_inputs(staged: Path, sources: list[Source]) -> tuple[Any, Any]:
 
 
 def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str | None,
-              sources: list[Source], counts: dict[str, int], publish_id: str) -> Any:
+              sources: list[Source], counts: dict[str, int], publish_id: str,
+              set_aside: list[SetAside]) -> Any:
     import pyarrow as pa
 
     from etl.schema import table_schema
@@ -418,7 +483,8 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "run_id": run_id, "publish_id": publish_id, "publish_seq": 0,  # seq set at publish
         "run_name": run.name, "run_path": run.location(),
         "sources": [_source_entry(s) for s in sources],
-        "skipped": [{"path": p, "reason": r} for p, r in run.skipped],
+        "skipped": [{"path": p, "reason": r} for p, r in run.skipped]
+        + [{"path": s.rel, "reason": f"{s.family} export refused: {s.why}"} for s in set_aside],
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
                                     "precision", "batch_size")},
         "gpu": gpu, "gpu_source": gpu_source, "tags": list(dims.get("tags", [])),
@@ -451,11 +517,17 @@ def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str |
 
 
 def _result(run: RunFolder, run_id: str, sources: list[Source],
-            counts: dict[str, int]) -> RunResult:
+            counts: dict[str, int], set_aside: list[SetAside]) -> RunResult:
     result = RunResult(run.name, "ingested", run_id, events=_trace_events(sources),
-                       kernels=counts["kernels"], anomalies=counts["anomalies"])
+                       kernels=counts["kernels"], ncu_kernels=counts["ncu_kernels"],
+                       anomalies=counts["anomalies"])
     for rel, reason in run.skipped:
         result.warnings.append(f"{run.name}/{rel}: skipped ({reason})")
+    for s in set_aside:
+        result.refused.append(f"{run.name}/{s.rel}")
+        result.warnings.append(f"{run.name}/{s.rel}: {s.family} export refused, the run was "
+                               f"ingested without it: {s.why} (etl ingest --strict refuses "
+                               "the run instead)")
     if result.anomalies:
         result.warnings.append(f"{run.name}: {result.anomalies} anomalies recorded "
                                f"(SELECT kind, count(*) FROM anomalies WHERE run_id = "

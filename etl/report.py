@@ -61,16 +61,24 @@ def summary(results: list[RunResult]) -> None:
     from rich.table import Table
 
     table = Table(title="etl ingest")
-    for column in ("run", "status", "events", "kernels", "anomalies", "seconds"):
+    for column in ("run", "status", "events", "kernels", "ncu kernels", "anomalies", "seconds"):
         table.add_column(column, justify="left" if column in ("run", "status") else "right")
     for r in results:
         table.add_row(_cell(r.run_name), r.status, f"{r.events:,}", f"{r.kernels:,}",
-                      f"{r.anomalies:,}", f"{r.seconds:.2f}")
+                      f"{r.ncu_kernels:,}", f"{r.anomalies:,}", f"{r.seconds:.2f}")
     total = sum(r.seconds for r in results)
     table.add_row(f"{len(results)} runs", _counts(results), f"{sum(r.events for r in results):,}",
                   f"{sum(r.kernels for r in results):,}",
+                  f"{sum(r.ncu_kernels for r in results):,}",
                   f"{sum(r.anomalies for r in results):,}", f"{total:.2f}", style="bold")
-    Console(width=120).print(table)
+    console = Console(width=120)
+    console.print(table)
+    refused = [name for r in results for name in r.refused]
+    if refused:  # one line: the warnings above say why each was refused
+        console.print(f"{len(refused)} export{'s' if len(refused) > 1 else ''} refused: "
+                      f"{', '.join(one_line(n) for n in refused)} (their runs were ingested "
+                      "without them; --strict refuses such runs)", markup=False,
+                      highlight=False, soft_wrap=True)
 
 
 def _counts(results: list[RunResult]) -> str:

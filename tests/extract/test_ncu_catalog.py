@@ -112,8 +112,8 @@ def test_sm_count_from_the_caller() -> None:
     k2 = levels()[2]
     assert (k2["arch"], k2["sm_count"], k2["tc_issue_util"]) == ("sm_70", None, None)
     assert k2["tc_issue_util_null_reason"] == (
-        "smsp_elapsed_cycles: sm__cycles_elapsed.avg needs the SM count: the export has none "
-        "and none was passed (sm_count)")
+        "smsp_elapsed_cycles: sm__cycles_elapsed.avg needs the SM count, which the export does "
+        "not give: set sm_count in run.toml (or put the run's trace beside the export)")
     k2 = levels(sm_count=5)[2]
     assert (k2["smsp_elapsed_cycles"], k2["tc_issue_util"]) == (2000.0, 0.005)
     assert k2["smsp_elapsed_cycles_source"] == "sm__cycles_elapsed.avg × 5 SMs × 4"
@@ -125,10 +125,102 @@ def test_zero_denominator_unknown_and_missing_architecture() -> None:
     assert rows[3]["issue_slot_util"] is None
     assert rows[3]["issue_slot_util_null_reason"] == "smsp_elapsed_cycles is 0"
     assert rows[4]["arch"] == "sm_120"
-    assert {rows[4][f"{lv}_null_reason"] for lv in level_names()} == {
-        "no catalog entry for sm_120"}
+    assert rows[4]["smsp_elapsed_cycles"] == 1000.0
+    assert rows[4]["smsp_elapsed_cycles_source"] == (
+        "smsp__cycles_elapsed.sum [unverified: sm_120 read as sm_100]")
+    assert rows[4]["smsp_active_util_null_reason"] == (
+        "smsp_active_cycles: none of the 3 sm_100 (read for sm_120) counters for "
+        "smsp_active_cycles is in the export (preferred: smsp__cycles_active.sum)")
     assert levels(arch=None)[2]["smsp_elapsed_cycles_null_reason"] == (
-        "architecture unknown: the export has no CC and no arch was passed")
+        "sm__cycles_elapsed.avg needs the SM count, which the export does not give: set "
+        "sm_count in run.toml (or put the run's trace beside the export)")
+
+
+# ---- what needs neither the architecture nor the SM count ---------------------------------
+
+def no_arch_levels(metrics: dict[str, float], sm_count: int | None = None) -> dict[str, Any]:
+    """Levels of one kernel whose export gives no CC, with no architecture passed."""
+    kernels = pa.Table.from_pylist([{"ncu_id": 0, "cc": None, "sm_count": sm_count,
+                                     "metric_count": 0}], schema=ncu_schema("ncu_kernels"))
+    rows = pa.Table.from_pylist(
+        [{"ncu_id": 0, "metric_name": n, "value": v, "reported_value_text": str(v),
+          "reported_unit": ""} for n, v in metrics.items()], schema=ncu_schema("ncu_metrics"))
+    [row] = kernel_levels(rows, kernels, None, None).to_pylist()
+    return row
+
+
+def test_same_form_ratios_need_neither_architecture_nor_sm_count() -> None:
+    """smsp__*.avg over smsp__cycles_elapsed.avg: × 4 × SMs on both sides cancels; a percent
+    of peak over elapsed is the level itself."""
+    row = no_arch_levels({"smsp__cycles_elapsed.avg": 1200, "smsp__cycles_active.avg": 300,
+                          "sm__issue_active.avg.pct_of_peak_sustained_elapsed": 40,
+                          "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": 5})
+    assert row["arch"] is None
+    assert (row["smsp_active_util"], row["issue_slot_util"], row["tc_active_util"]) == (
+        0.25, 0.4, 0.05)
+    assert row["tc_active_share"] == 0.05 / 0.25
+    assert row["smsp_active_util_source"] == (
+        "(smsp__cycles_active.avg × 4 × SMs [architecture unknown]) / (smsp__cycles_elapsed.avg "
+        "× 4 × SMs [architecture unknown]) [the SM count cancels]")
+    assert row["tc_active_util_source"].startswith(
+        "(sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed ÷ 100 × "
+        "smsp_elapsed_cycles [architecture unknown] [on sm_90, sm_100: counts non-MMA "
+        "tensor-pipe activity on GH200]) / (")
+    assert row["smsp_elapsed_cycles"] is None  # a total over SMSPs does need the SM count
+    assert row["smsp_elapsed_cycles_null_reason"].startswith(
+        "smsp__cycles_elapsed.avg needs the SM count")
+    assert row["tc_inst_share_null_reason"] == (
+        "tensor_instructions: none of the 4 architecture-independent counters for "
+        "tensor_instructions is in the export (preferred: smsp__inst_executed_pipe_tensor.sum)")
+
+
+def test_totals_without_architecture_and_their_caveats() -> None:
+    row = no_arch_levels({"smsp__cycles_elapsed.sum": 1000, "smsp__inst_issued.sum": 500,
+                          "smsp__inst_executed_pipe_tensor.sum": 20})
+    assert (row["issue_slot_util"], row["tc_issue_util"], row["tc_inst_share"]) == (
+        0.5, 0.02, 0.04)
+    assert row["tensor_instructions_source"] == (
+        "smsp__inst_executed_pipe_tensor.sum [architecture unknown] [on sm_80, sm_86: "
+        "includes HFMA2.MMA]")
+
+
+def test_counter_whose_reading_depends_on_the_architecture_names_the_fix() -> None:
+    """The op_hmma counters are complete on sm_70 and miss IMMA/DMMA elsewhere."""
+    row = no_arch_levels({"smsp__cycles_elapsed.sum": 1000,
+                          "smsp__inst_executed_pipe_tensor_op_hmma.sum": 40})
+    assert row["tc_issue_util"] is None
+    assert row["tc_issue_util_null_reason"] == (
+        "tensor_instructions: smsp__inst_executed_pipe_tensor_op_hmma.sum reads differently "
+        "by architecture and the export does not say its own: set compute_capability in "
+        'run.toml (e.g. compute_capability = "7.0" for a V100)')
+
+
+def test_mixed_forms_need_the_sm_count() -> None:
+    """A total over a per-SM average: the SM count does not cancel."""
+    row = no_arch_levels({"smsp__cycles_elapsed.avg": 1200, "smsp__inst_issued.sum": 500})
+    assert row["issue_slot_util"] is None
+    assert row["issue_slot_util_null_reason"] == (
+        "smsp_elapsed_cycles: smsp__cycles_elapsed.avg needs the SM count, which the export "
+        "does not give: set sm_count in run.toml (or put the run's trace beside the export)")
+    assert no_arch_levels({"smsp__cycles_elapsed.avg": 1200, "smsp__inst_issued.sum": 500},
+                          sm_count=10)["issue_slot_util"] == 500 / (1200 * 4 * 10)
+
+
+def test_per_sm_form_of_the_numerator_is_used_when_the_denominator_has_only_one() -> None:
+    row = no_arch_levels({"smsp__cycles_elapsed.avg": 1000, "smsp__cycles_active.sum": 8,
+                          "smsp__cycles_active.avg": 600})
+    assert row["smsp_active_cycles"] == 8.0  # the total, as reported
+    assert row["smsp_active_util"] == 0.6     # from the .avg, whose SM count cancels
+
+
+def test_any_arch_lists_read_the_same_on_every_architecture() -> None:
+    """Every counter of [any_arch] is in every architecture's list of its quantity."""
+    lists = catalog()["any_arch"]
+    assert set(lists) == set(quantity_order())
+    for quantity, metrics in lists.items():
+        for arch in arch_names():
+            assert set(metrics) <= set(arch_entry(arch).lists[quantity]), (arch, quantity)
+        assert not any("op_hmma" in m for m in metrics)
 
 
 def test_caveats_and_unverified_entries_are_named_in_sources() -> None:
@@ -138,6 +230,41 @@ def test_caveats_and_unverified_entries_are_named_in_sources() -> None:
         "smsp__inst_executed_pipe_tensor_op_hmma.sum [HMMA only (misses IMMA, DMMA)]")
     assert rows[6]["smsp_active_util"] == 0.5
     assert rows[6]["smsp_active_util_source"].endswith("[sm_100 catalog entry unverified])")
+
+
+@pytest.mark.parametrize(("arch", "read_as"), [
+    ("sm_120", "sm_100"), ("12.1", "sm_100"), ("sm_103", "sm_100"), ("sm_110", "sm_100"),
+    ("10.1", "sm_100"), ("sm_87", "sm_86"), ("sm_72", "sm_70")])
+def test_architecture_without_an_entry_reads_as_the_nearest_of_its_family(
+        arch: str, read_as: str) -> None:
+    entry = arch_entry(arch)
+    assert (entry.arch, entry.read_as) == (read_as, normalize_arch(arch))
+    assert entry.note == f"unverified: {normalize_arch(arch)} read as {read_as}"
+    assert entry.lists == arch_entry(read_as).lists
+
+
+def test_architecture_of_no_family_has_no_entry() -> None:
+    with pytest.raises(KeyError, match=r"no catalog entry for sm_60, and no \[families\] list "
+                       r"in etl/extract/ncu/metrics.toml names it"):
+        arch_entry("sm_60")
+
+
+def test_families_cover_every_entry_once() -> None:
+    families = catalog()["families"]
+    members = [a for names in families.values() for a in names]
+    assert len(members) == len(set(members))
+    assert set(arch_names()) <= set(members)
+
+
+def test_rtx5090_details_2025_levels_by_hand() -> None:
+    """CC 12.0 (an RTX 5090): every level from the sm_100 lists, each flagged unverified."""
+    export = read_ncu([DATA / "details_2025_rules_rtx5090.csv"])[0]
+    row = kernel_levels(export.metrics, export.kernels, None, None).to_pylist()[0]
+    assert (row["arch"], row["sm_count"]) == ("sm_120", 170)
+    assert row["smsp_elapsed_cycles"] == 10_000 * 4 * 170
+    assert [row[lv] for lv in level_names()] == [0.75, 0.25, 0.125, 0.01, 0.04, 850_000 / 5_100_000]
+    assert all("[unverified: sm_120 read as sm_100]" in row[f"{lv}_source"]
+               for lv in level_names())
 
 
 def test_duplicate_kernel_ids_are_refused() -> None:
@@ -310,6 +437,7 @@ def test_metric_list() -> None:
     assert not any("op_hmma" in m for m in ncu_metric_list("sm_90"))
     with pytest.raises(KeyError, match="no catalog entry for sm_60"):
         ncu_metric_list("sm_60")
+    assert ncu_metric_list("sm_120") == ncu_metric_list("sm_100")
 
 
 def test_profile_commands() -> None:

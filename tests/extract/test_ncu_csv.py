@@ -36,7 +36,9 @@ CORPUS_CSV = [
     "v100_details_old-format_tf1.15_deeplab_fp16_fw_amp__sm__cycles_elapsed.avg.txt",
     "v100_details_old-format_tf1.15_deeplab_fp16_fw_amp__sm__inst_executed_pipe_tensor.sum.txt",
 ]
-FIXTURES = ["raw_page_2023_a100.csv", "raw_page_2020_v100.csv", "details_2024_rules_gh200.csv"]
+FIXTURES = ["raw_page_2023_a100.csv", "raw_page_2020_v100.csv", "details_2024_rules_gh200.csv",
+            "details_unknown_unit.csv", "raw_page_unknown_unit.csv",
+            "details_2025_rules_rtx5090.csv"]
 
 
 def corpus_file(name: str) -> Path:
@@ -55,11 +57,14 @@ ORACLE_FACTORS = {
     "byte": 1, "cycle": 1, "inst": 1, "cycle/second": 1, "nsecond": 1, "usecond": 1000,
     "msecond": 10**6, "Mbyte": 10**6, "Kbyte": 1000, "cycle/nsecond": 10**9, "Ghz": 10**9,
     "Gbyte/second": 10**9, "%": 1, "SM": 1, "": 1,
+    "hz": 1, "ns": 1, "Gbyte/s": 10**9,
+    "fortnight": 1, "jiffy": 1,  # units ncu never prints: kept as reported, unconverted
 }
 
 
-def naive_read(path: Path) -> tuple[dict[int, str], dict[tuple[int, str], tuple[Any, ...]]]:
-    """({ID: kernel name}, {(ID, metric): (Decimal value or None, text, unit)})."""
+def naive_read(path: Path) -> tuple[dict[int, str], dict[tuple[Any, ...], tuple[Any, ...]]]:
+    """({ID: kernel name}, {(ID, section, metric): (Decimal value or None, text, unit)});
+    section None on a raw page."""
     lines = path.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith('"ID","Process ID"'))
     rows = list(csv.reader(lines[start:]))
@@ -82,8 +87,10 @@ def _naive_details(header: list[str], rows: list[list[str]]) -> tuple[dict, dict
     for row in rows:
         kernels[int(row[col["ID"]])] = row[col["Kernel Name"]]
         name, unit, text = (row[col[c]] for c in ("Metric Name", "Metric Unit", "Metric Value"))
+        section = row[col["Section Name"]] if "Section Name" in col else None
         if name:
-            metrics[(int(row[col["ID"]]), name)] = (_number(text, unit), text, unit)
+            metrics[(int(row[col["ID"]]), section or None, name)] = (_number(text, unit), text,
+                                                                     unit)
     return kernels, metrics
 
 
@@ -94,7 +101,8 @@ def _naive_raw(header: list[str], units: list[str], rows: list[list[str]]) -> tu
         kernels[int(row[0])] = row[4]
         for i in range(first_metric, len(header)):
             if row[i] != "":
-                metrics[(int(row[0]), header[i])] = (_number(row[i], units[i]), row[i], units[i])
+                metrics[(int(row[0]), None, header[i])] = (_number(row[i], units[i]), row[i],
+                                                           units[i])
     return kernels, metrics
 
 
@@ -102,7 +110,9 @@ def assert_matches_oracle(export: NcuExport, path: Path) -> None:
     kernels, expected = naive_read(path)
     assert dict(zip(*export.kernels.select(["ncu_id", "kernel_name"]).to_pydict().values())) \
         == kernels
-    got = {(r["ncu_id"], r["metric_name"]): r for r in export.metrics.to_pylist()}
+    got = {(r["ncu_id"], r["section_name"], r["metric_name"]): r
+           for r in export.metrics.to_pylist()}
+    assert len(got) == export.metrics.num_rows
     assert set(got) == set(expected)
     for key, (value, text, unit) in expected.items():
         row = got[key]
@@ -234,8 +244,7 @@ def test_old_raw_page_keeps_kernel_time() -> None:
 
 def test_details_with_rule_columns() -> None:
     export = only(read_ncu([DATA / "details_2024_rules_gh200.csv"]))
-    assert ("ncu_rule_rows_skipped", None, "3 rule rows (empty metric fields) skipped") \
-        in export.anomalies
+    assert export.rules.num_rows == 3  # the rule rows, whose metric fields are empty
     assert export.metrics.num_rows == 10
     kernels = export.kernels.to_pylist()
     assert [k["duration_ns"] for k in kernels] == [623_870, 1_020_000]
@@ -244,6 +253,99 @@ def test_details_with_rule_columns() -> None:
     assert metric(export, 0, "Memory Throughput")["value"] == 3_368.85e9
     assert metric(export, 0, "Shared Memory Configuration Size")["value"] == 32_770.0
     assert metric(export, 0, "Duration")["section_name"] == "GPU Speed Of Light Throughput"
+
+
+@pytest.mark.parametrize(("name", "unit"), [("details_unknown_unit.csv", "fortnight"),
+                                           ("raw_page_unknown_unit.csv", "jiffy")])
+def test_unknown_unit_is_kept_and_not_converted(name: str, unit: str) -> None:
+    """gpu__time_duration.sum in a unit units.toml lacks: the row keeps the number as
+    reported with the unit verbatim, and duration_ns stays NULL rather than a wrong number."""
+    export = only(read_ncu([DATA / name]))
+    duration = metric(export, 0, "gpu__time_duration.sum")
+    assert (duration["unit"], duration["reported_unit"]) == (unit, unit)
+    assert duration["value"] == float(duration["reported_value_text"])
+    assert metric(export, 0, "smsp__cycles_elapsed.sum")["value"] == 1000.0
+    assert export.kernels.column("duration_ns").to_pylist() == [None]
+    [note] = [a for a in export.anomalies if a[0] == "ncu_unknown_unit"]
+    assert note[2].startswith(f"unit {unit!r} is not in etl/extract/ncu/units.toml: 1 metric "
+                              "values kept as reported")
+
+
+def test_details_2025_metric_rows_of_16_fields_and_rule_rows_of_20() -> None:
+    """ncu 2025 ends a metric row after Metric Value with a trailing comma (16 fields under
+    a 20-field header); its rule rows fill all 20."""
+    export = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"]))
+    kernels = export.kernels.to_pylist()
+    assert [(k["cc"], k["sm_count"], k["duration_ns"]) for k in kernels] == [
+        ("12.0", 170, 41_216), ("12.0", 170, 2_048)]
+    assert kernels[0]["kernel_base_name"] == "Kernel2"
+    assert metric(export, 0, "smsp__inst_issued.sum")["value"] == 1_700_000.0
+    assert metric(export, 0, "Function Cache Configuration")["reported_value_text"] \
+        == "CachePreferNone"
+    assert not [a for a in export.anomalies if a[0] in ("ncu_rule_rows_skipped",
+                                                        "ncu_unknown_column")]
+
+
+def test_details_metric_is_keyed_by_section_too() -> None:
+    """'Memory Throughput' of GPU Speed Of Light Throughput (%) and of Memory Workload
+    Analysis (Gbyte/s) are two metrics; the same name twice in one section is a duplicate."""
+    export = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"]))
+    both = sorted((r["section_name"], r["value"], r["unit"]) for r in export.metrics.to_pylist()
+                  if (r["ncu_id"], r["metric_name"]) == (0, "Memory Throughput"))
+    assert both == [("GPU Speed Of Light Throughput", 61.25, "percent"),
+                    ("Memory Workload Analysis", 1_096_330_000_000.0, "byte/s")]
+    assert not [a for a in export.anomalies if a[0] == "ncu_duplicate_metric"]
+    assert export.kernels.column("metric_count").to_pylist() == [13, 6]
+
+
+def test_same_metric_twice_in_one_section_is_a_duplicate(tmp_path: Path) -> None:
+    lines = (DATA / "details_2025_rules_rtx5090.csv").read_text().splitlines()
+    mem = next(line for line in lines if '"Mem Busy"' in line)
+    path = tmp_path / "twice.csv"
+    path.write_text("\n".join(lines + [mem.replace('"44.12"', '"45.00"')]) + "\n")
+    export = only(read_ncu([path]))
+    assert [a[:2] for a in export.anomalies if a[0] == "ncu_duplicate_metric"] == [
+        ("ncu_duplicate_metric", 0)]
+    assert [r["value"] for r in export.metrics.to_pylist() if r["metric_name"] == "Mem Busy"] \
+        == [44.12]
+
+
+def test_details_2025_rules_are_read() -> None:
+    rules = only(read_ncu([DATA / "details_2025_rules_rtx5090.csv"])).rules.to_pylist()
+    assert [(r["ncu_id"], r["rule_index"], r["section_name"], r["rule_name"], r["rule_type"],
+             r["estimated_speedup_type"], r["estimated_speedup"]) for r in rules] == [
+        (0, 0, "SpeedOfLight", "SOLBottleneck", "INF", None, None),
+        (0, 1, "LaunchStats", "LaunchConfiguration", "OPT", "global", 50.0),
+        (0, 2, "MemoryWorkloadAnalysis_Tables", "SharedMemoryConflicts", "OPT", "local", 12.75),
+        (0, 3, "MemoryWorkloadAnalysis_Tables", "SharedMemoryConflicts", "OPT", "local", 3.9),
+        (1, 0, "SpeedOfLight", "SOLBottleneck", "OPT", "global", None)]
+    assert rules[1]["rule_description"] == (
+        'A wave of thread blocks is split: 1 full wave and a partial wave of 170 blocks, '
+        '"tail effect" up to 50.0% of the runtime.')
+    assert [r["estimated_speedup_text"] for r in rules] == ["", "50", "12.75", "3.9", ""]
+
+
+def test_details_2024_rules_are_read_too() -> None:
+    export = only(read_ncu([DATA / "details_2024_rules_gh200.csv"]))
+    assert [(r["ncu_id"], r["rule_name"], r["estimated_speedup"])
+            for r in export.rules.to_pylist()] == [
+        (0, "SOLBottleneck", 38.2), (0, "LaunchConfiguration", 16.03), (1, "SOLBottleneck", 50.0)]
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    (14, "row has 14 fields, the header has 20"),
+    (17, "row has 17 fields, the header has 20")])
+def test_details_2025_short_rows_other_than_a_metric_row_are_refused(
+        tmp_path: Path, fields: int, problem: str) -> None:
+    lines = (DATA / "details_2025_rules_rtx5090.csv").read_text().splitlines()
+    rule = next(i for i, line in enumerate(lines) if '"LaunchConfiguration"' in line)
+    cut = next(csv.reader([lines[rule]]))[:fields]
+    lines[rule] = ",".join('"' + f.replace('"', '""') + '"' for f in cut)
+    path = tmp_path / "cut.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as info:
+        read_ncu([path])
+    assert info.value.place == f"line {rule + 1}" and problem in info.value.problem
 
 
 # ---- conformance -------------------------------------------------------------------------
@@ -267,9 +369,10 @@ def test_tables_match_schemas_and_keys_are_unique() -> None:
                     .append_column("ncu_source_id", pa.array([0] * n, pa.int32())))
         ids = export.kernels.column("ncu_id").to_pylist()
         assert len(ids) == len(set(ids)) and None not in ids
-        keys = list(zip(*export.metrics.select(["ncu_id", "metric_name"]).to_pydict().values()))
+        keys = list(zip(*export.metrics.select(["ncu_id", "section_name", "metric_name"])
+                        .to_pydict().values()))
         assert len(keys) == len(set(keys))
-        units = set(export.metrics.column("unit").to_pylist()) - {None}
+        units = set(export.metrics.column("unit").to_pylist()) - {None, "fortnight", "jiffy"}
         assert all(u in canonical or "/" in u for u in units), units
 
 
@@ -309,12 +412,8 @@ BROKEN = {
     "ncu_details_csv-no-metric-columns.csv": ("line 1 (header)", "header has no metric columns"),
     "ncu_details_csv-not-a-number.csv": ("line 3", "value 'four hundred' is not a number"),
     "ncu_details_csv-id-not-a-number.csv": ("line 3", "ID 'zero' is not a number"),
-    "ncu_details_csv-unknown-unit.csv": ("line 3",
-                                         "unit 'fortnight' is not in etl/extract/ncu/units.toml"),
     "ncu_raw_csv-no-units-row.csv": ("line 2", "raw page without its units row"),
     "ncu_raw_csv-no-metric-columns.csv": ("line 1 (header)", "header has no metric columns"),
-    "ncu_raw_csv-unknown-unit.csv": ("line 2, column 'gpu__time_duration.sum'",
-                                     "unit 'jiffy' is not in etl/extract/ncu/units.toml"),
     "ncu_text-page.txt": ("line 6", "ncu --import ncu_text-page.ncu-rep --csv --page raw > "
                           "ncu_text-page.csv"),
 }
@@ -398,3 +497,28 @@ def test_parse_number(text: str, number: Decimal | None) -> None:
     (None, (None, None, None))])
 def test_name_forms(name: str | None, forms: tuple[str | None, ...]) -> None:
     assert name_forms(name) == forms
+
+
+# ---- ncu's console output without an export -----------------------------------------------
+
+def test_sniff_ncu_error_text_but_not_other_csv() -> None:
+    assert looks_like_ncu((DATA / "console_err_nvgpuctrperm.csv").read_bytes()) == "ncu_console"
+    assert looks_like_ncu((DATA / "broken" / "ncu_console-no-kernels-profiled.csv")
+                          .read_bytes()) == "ncu_console"
+    smi = (b"timestamp, name, utilization.gpu [%], memory.used [MiB]\n"
+           b"2024/05/01 10:00:00.000, NVIDIA A100-SXM4-80GB, 97 %, 40536 MiB\n")
+    assert looks_like_ncu(smi) is None
+    log = b"==PROF== Connected to process 1 (/usr/bin/python3)\nstep 0\n"
+    assert looks_like_ncu(log) is None  # ncu's notices with no error: not claimed
+    export = (DATA / "details_2025_rules_rtx5090.csv").read_bytes()
+    assert looks_like_ncu(b"==ERROR== one kernel failed\n" + export) == "ncu_details_csv"
+
+
+def test_no_kernels_profiled_csv_is_refused_with_ncu_warnings() -> None:
+    with pytest.raises(InputError) as info:
+        read_ncu([DATA / "broken" / "ncu_console-no-kernels-profiled.csv"])
+    assert info.value.place == "line 4"
+    assert info.value.problem == (
+        "ncu wrote no export, only its warnings: ==WARNING== No kernels were profiled. | "
+        "==WARNING== Profiling kernels launched by child processes requires the "
+        "--target-processes all option.")

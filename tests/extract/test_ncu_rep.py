@@ -124,6 +124,32 @@ def test_rtx4090_report_keeps_launch_order() -> None:
     assert kernels[35]["duration_ns"] == 27_296
 
 
+def test_rule_results_of_a_report_are_read() -> None:
+    rules = read_one("gh200_cs599k_rms-norm-pytorch.ncu-rep").rules.to_pylist()
+    assert [(r["rule_index"], r["section_name"], r["rule_name"], r["rule_type"],
+             r["estimated_speedup_type"], r["estimated_speedup"]) for r in rules] == [
+        (0, "SpeedOfLight", "SOLBottleneck", "OPT", None, None),
+        (1, "Occupancy", "AchievedOccupancy", "OPT", "local", 18.52053778250346),
+        (2, "LaunchStats", "LaunchConfiguration", "OPT", "global", 50.0),
+        (3, rules[3]["section_name"], rules[3]["rule_name"], "OPT", "local", 37.5)]
+    assert rules[1]["rule_description"].startswith(
+        "The difference between calculated theoretical (62.5%) and measured achieved "
+        "occupancy (50.9%)")
+    assert (rules[0]["estimated_speedup_text"], rules[2]["estimated_speedup_text"]) == (
+        None, "50.0")
+
+
+@pytest.mark.parametrize(("name", "count", "types"), [
+    ("a100_mistic_ilpProf.ncu-rep", 18, {"INF", "OK", "WRN"}),
+    ("rtx3080_monte-carlo-pi_profile.ncu-rep", 30, {"OK", "WRN"}),
+    ("rtx4090_lashi_readSegmentUnroll.ncu-rep", 0, set())])
+def test_rule_counts_of_each_report(name: str, count: int, types: set[str]) -> None:
+    rules = read_one(name).rules
+    assert rules.num_rows == count
+    assert set(rules.column("rule_type").to_pylist()) == types
+    assert rules.schema.equals(ncu_schema("ncu_rules"))
+
+
 # ---- cross-checks between counters -------------------------------------------------------
 
 def values_of(export: NcuExport, ncu_id: int) -> dict[str, float]:

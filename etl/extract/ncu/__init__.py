@@ -1,4 +1,5 @@
-"""Nsight Compute exports: per-kernel counters → ncu_kernels, ncu_metrics, ncu_levels.
+"""Nsight Compute exports: per-kernel counters → ncu_kernels, ncu_metrics, ncu_levels,
+ncu_rules.
 
 common.py holds the shared model (units, kernel identity, merging one-metric-per-file
 exports), csv_export.py and rep_export.py the readers, levels.py the metric catalog
@@ -16,16 +17,21 @@ REP_MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep in ../shared/corpus/ncu
 _CSV_HEADER = re.compile(rb'(?m)^"ID","Process ID","Process Name"[^\r\n]*')
 _TEXT_SECTION = re.compile(rb"(?m)^ {4}Section: \S")
 _TEXT_RULE = re.compile(rb"(?m)^ {4}-{3,} -{3,}")
+# ncu's own notices that mean no export follows: an error, or nothing profiled
+_NO_EXPORT = re.compile(rb"(?m)^==ERROR== |^==WARNING== No kernels were profiled")
 READER = "etl.extract.ncu.tables:extract_ncu"
-FILLS = ("ncu_kernels", "ncu_metrics", "ncu_levels", "kernel_match", "anomalies")
+FILLS = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
+         "anomalies")
 
 
 def looks_like_ncu(head: bytes) -> str | None:
     """Which ncu export the first 64 KiB of a file are, or None.
 
     "ncu_rep" (binary report, magic NVR\\0), "ncu_details_csv" (long: Section/Metric
-    Name/Unit/Value columns), "ncu_raw_csv" (wide: one column per metric, units row), or
-    "ncu_text" (the human-readable page, which is refused with the command that exports CSV).
+    Name/Unit/Value columns), "ncu_raw_csv" (wide: one column per metric, units row),
+    "ncu_text" (the human-readable page, which is refused with the command that exports CSV),
+    or "ncu_console" (ncu's ==ERROR== / "No kernels were profiled" notices with no export:
+    what `ncu --csv ... > out.csv` leaves when profiling fails).
     """
     if head.startswith(REP_MAGIC):
         return "ncu_rep"
@@ -36,6 +42,8 @@ def looks_like_ncu(head: bytes) -> str | None:
         return "ncu_details_csv" if any(c in line for c in details) else "ncu_raw_csv"
     if _TEXT_SECTION.search(head) and _TEXT_RULE.search(head):
         return "ncu_text"
+    if _NO_EXPORT.search(head):
+        return "ncu_console"
     return None
 
 
@@ -72,4 +80,13 @@ FORMATS = (
         recognised_by="indented 'Section:' headings with dashed rules",
         fills=(), sniff=_is("ncu_text"), reader=READER,
         refused="export CSV instead: ncu --import REPORT.ncu-rep --csv --page raw"),
+    Format(
+        name="ncu_console", family="ncu", role="counters",
+        reads="what `ncu --csv ... > out.csv` leaves when profiling fails: ncu's notices and "
+              "the program's output, no export (refused with ncu's error text)",
+        recognised_by="a line starting '==ERROR== ' or '==WARNING== No kernels were "
+                      "profiled' and no CSV header; a .csv name claims an export (its run is "
+                      "refused), any other name is a log (skipped, with the text)",
+        fills=(), sniff=_is("ncu_console"), reader=READER,
+        refused="fix the error ncu reports, then profile again"),
 )

@@ -36,6 +36,9 @@ KERNEL_COLUMNS = ("ncu_id", "kernel_name", "kernel_name_demangled", "kernel_name
                   "kernel_time_text", "metric_count")
 METRIC_COLUMNS = ("ncu_id", "metric_name", "section_name", "value", "unit",
                   "reported_value_text", "reported_unit")
+RULE_COLUMNS = ("ncu_id", "rule_index", "section_name", "rule_name", "rule_type",
+                "rule_description", "estimated_speedup_type", "estimated_speedup",
+                "estimated_speedup_text")
 # Value texts ncu prints for a metric it could not collect: NULL with an anomaly, not an error.
 NOT_AVAILABLE = frozenset(("n/a", "(!) n/a", "N/A", "nan", "-nan", "inf", "-inf", "NaN"))
 
@@ -133,30 +136,35 @@ def name_forms(name: str | None) -> tuple[str | None, str | None, str | None]:
 
 @dataclass
 class MetricRows:
-    """The long metrics table of one export, built row by row with unit conversion."""
+    """The long metrics table of one export, built row by row with unit conversion.
+
+    A unit missing from units.toml never refuses the export: the value is kept as reported
+    (unconverted) with the unit verbatim in `unit`, and one anomaly per unit says so. Text
+    under a unit is kept as text (value NULL) unless a level needs the metric.
+    """
 
     path: Path
     columns: dict[str, list[Any]] = field(
         default_factory=lambda: {c: [] for c in METRIC_COLUMNS})
     anomalies: list[Anomaly] = field(default_factory=list)
+    unknown_units: dict[str, list[str]] = field(default_factory=dict)  # unit → metric names
 
     def add(self, ncu_id: int, name: str, section: str | None, text: str | None,
             reported_unit: str, place: str, typed_text: bool = False) -> None:
         """One metric row; `typed_text` when the source itself says the value is a string
         (.ncu-rep), so a non-number is kept as text even under a unit."""
-        unit, factor = self.unit(reported_unit, place)
+        unit, factor = self.unit(reported_unit, name)
         value = None if typed_text else self.value(ncu_id, name, text, unit, factor, place)
         row = (ncu_id, name, section, value, unit, text, reported_unit)
         for column, item in zip(METRIC_COLUMNS, row):
             self.columns[column].append(item)
 
-    def unit(self, reported: str, place: str) -> tuple[str | None, Decimal]:
+    def unit(self, reported: str, name: str) -> tuple[str | None, Decimal]:
         try:
             return convert_unit(reported)
-        except UnknownUnit as exc:
-            raise InputError(self.path, str(exc), place,
-                             f"add the spelling to etl/extract/ncu/{UNITS_FILE.name} "
-                             "(canonical unit and factor)") from None
+        except UnknownUnit:
+            self.unknown_units.setdefault(reported, []).append(name)
+            return reported, Decimal(1)
 
     def value(self, ncu_id: int, name: str, text: str | None, unit: str | None,
               factor: Decimal, place: str) -> float | None:
@@ -168,11 +176,68 @@ class MetricRows:
             self.anomalies.append(("ncu_metric_not_available", ncu_id,
                                    f"{name} = {text!r}: value NULL"))
             return None
-        if unit is not None:
+        if unit is not None and name in catalog()["counters"]:
             raise InputError(self.path, f"{name} value {stripped[:60]!r} is not a number "
                              f"(unit {unit!r})", place,
-                             "re-export the report; a unit-bearing metric must be numeric")
+                             "re-export the report; a counter the levels need must be numeric")
+        if unit is not None:
+            self.anomalies.append(("ncu_value_not_a_number", ncu_id, f"{name} = "
+                                   f"{stripped[:60]!r} under unit {unit!r}: value NULL, "
+                                   "text kept"))
         return None  # a text-valued metric (e.g. a cache configuration): text kept
+
+    def finish(self) -> list[Anomaly]:
+        """Anomalies of the whole export; refused when no metric can be interpreted."""
+        rows = len(self.columns["ncu_id"])
+        unknown = sum(len(names) for names in self.unknown_units.values())
+        if rows and unknown == rows:
+            units = ", ".join(repr(u) for u in sorted(self.unknown_units))
+            raise InputError(self.path, f"none of its {rows} metric values has a unit "
+                             f"etl/extract/ncu/{UNITS_FILE.name} knows ({units})", None,
+                             "add the spellings there (canonical unit and factor)")
+        return self.anomalies + [_unknown_unit(u, n) for u, n in self.unknown_units.items()]
+
+
+def _unknown_unit(unit: str, names: list[str]) -> Anomaly:
+    shown = list(dict.fromkeys(names))
+    listed = ", ".join(shown[:5]) + (", ..." if len(shown) > 5 else "")
+    return ("ncu_unknown_unit", None,
+            f"unit {unit!r} is not in etl/extract/ncu/{UNITS_FILE.name}: {len(names)} metric "
+            f"values kept as reported (unconverted, unit {unit!r}): {listed}; add the "
+            "spelling there to convert them")
+
+
+def is_known_unit(reported: str | None) -> bool:
+    try:
+        convert_unit(reported or "")
+    except UnknownUnit:
+        return False
+    return True
+
+
+@dataclass
+class RuleRows:
+    """The rule results of one export (ncu's guided analysis), numbered per kernel."""
+
+    columns: dict[str, list[Any]] = field(
+        default_factory=lambda: {c: [] for c in RULE_COLUMNS})
+    anomalies: list[Anomaly] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=dict)  # rules so far, per kernel
+
+    def add(self, ncu_id: int, section: str | None, name: str, kind: str | None,
+            description: str | None, speedup_type: str | None,
+            speedup_text: str | None) -> None:
+        index = self.counts.get(ncu_id, 0)
+        self.counts[ncu_id] = index + 1
+        speedup = parse_number(speedup_text or "")
+        if speedup is None and (speedup_text or "").strip():
+            self.anomalies.append(("ncu_rule_speedup_not_a_number", ncu_id,
+                                   f"rule {name}: estimated speedup {speedup_text!r} is not a "
+                                   "number; NULL, text kept"))
+        row = (ncu_id, index, section or None, name, kind or None, description or None,
+               speedup_type or None, None if speedup is None else float(speedup), speedup_text)
+        for column, item in zip(RULE_COLUMNS, row):
+            self.columns[column].append(item)
 
 
 @dataclass
@@ -185,6 +250,7 @@ class NcuExport:
     metrics: pa.Table
     anomalies: list[Anomaly]
     path_rows: list[int] = field(default_factory=list)  # metric rows read, per path
+    rules: pa.Table = field(default_factory=lambda: ncu_schema("ncu_rules").empty_table())
 
 
 def ncu_schema(table: str) -> pa.Schema:
@@ -198,18 +264,22 @@ def ncu_schema(table: str) -> pa.Schema:
 
 
 def build_export(paths: list[Path], fmt: str, kernels: dict[int, dict[str, Any]],
-                 metrics: MetricRows, anomalies: list[Anomaly]) -> NcuExport:
+                 metrics: MetricRows, anomalies: list[Anomaly],
+                 rules: RuleRows | None = None) -> NcuExport:
     """Tables of one export; kernel columns the export's own columns left NULL are filled
     from metrics named in [kernel_fields]."""
     import pyarrow as pa
 
+    rules = rules or RuleRows()
+    more = metrics.finish() + rules.anomalies
     metric_table = pa.table(metrics.columns, schema=ncu_schema("ncu_metrics"))
     fill_kernels_from_metrics(kernels, metric_table)
     rows = [kernels[k] for k in sorted(kernels)]
     kernel_table = pa.table({c: [r.get(c) for r in rows] for c in KERNEL_COLUMNS},
                             schema=ncu_schema("ncu_kernels"))
-    return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + metrics.anomalies,
-                     [metric_table.num_rows] if len(paths) == 1 else [])
+    return NcuExport(paths, fmt, kernel_table, metric_table, anomalies + more,
+                     [metric_table.num_rows] if len(paths) == 1 else [],
+                     pa.table(rules.columns, schema=ncu_schema("ncu_rules")))
 
 
 def fill_kernels_from_metrics(kernels: dict[int, dict[str, Any]], metrics: pa.Table) -> None:
@@ -217,11 +287,12 @@ def fill_kernels_from_metrics(kernels: dict[int, dict[str, Any]], metrics: pa.Ta
     wanted = {m for names in fields.values() for m in names}
     found: dict[tuple[int, str], tuple[float | None, str | None]] = {}
     counts: dict[int, int] = {}
-    cols = metrics.select(["ncu_id", "metric_name", "value", "reported_value_text"]).to_pydict()
-    for ncu_id, name, value, text in zip(*cols.values()):
+    cols = metrics.select(["ncu_id", "metric_name", "value", "reported_value_text",
+                           "reported_unit"]).to_pydict()
+    for ncu_id, name, value, text, unit in zip(*cols.values()):
         counts[ncu_id] = counts.get(ncu_id, 0) + 1
-        if name in wanted:
-            found.setdefault((ncu_id, name), (value, text))
+        if name in wanted:  # a value in a unit units.toml does not know is not converted
+            found.setdefault((ncu_id, name), (value if is_known_unit(unit) else None, text))
     for ncu_id, row in kernels.items():
         row["metric_count"] = counts.get(ncu_id, 0)
         for column, names in fields.items():
@@ -333,7 +404,24 @@ def _merge(a: NcuExport, b: NcuExport) -> NcuExport:
     metrics = pa.concat_tables([a.metrics, b.metrics]).sort_by(
         [("ncu_id", "ascending")])
     return NcuExport(a.paths + b.paths, a.format, kernels, metrics, anomalies,
-                     a.path_rows + b.path_rows)
+                     a.path_rows + b.path_rows, _merged_rules(a, b))
+
+
+def _merged_rules(a: NcuExport, b: NcuExport) -> pa.Table:
+    """Both files' rules, b's numbered after a's for each kernel."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    counts: dict[int, int] = {}
+    for ncu_id in a.rules.column("ncu_id").to_pylist():
+        counts[ncu_id] = counts.get(ncu_id, 0) + 1
+    shift = pa.array([counts.get(i, 0) for i in b.rules.column("ncu_id").to_pylist()],
+                     pa.int32())
+    index = b.rules.schema.get_field_index("rule_index")
+    moved = b.rules.set_column(index, "rule_index", pc.add(b.rules.column(index), shift)
+                               ).cast(b.rules.schema)
+    return pa.concat_tables([a.rules, moved]).sort_by(
+        [("ncu_id", "ascending"), ("rule_index", "ascending")])
 
 
 def _agree(x: Any, y: Any) -> Any:

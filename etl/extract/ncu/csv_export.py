@@ -2,9 +2,10 @@
 
 Details page (`ncu --csv`, default page): one row per kernel, section and metric, in three
 header generations (≤2020 with "Kernel Time"; 2021–23 adding Block Size / Grid Size /
-Device / CC; newer appending five rule columns, whose rule rows have empty metric fields and
-are skipped and counted). Raw page (`ncu --csv --page raw`): a header of identity columns
-then metric names, a units row, then one row per kernel. In both, application output and
+Device / CC; newer appending five rule columns: a rule row has empty metric fields and goes
+to ncu_rules; ncu 2025 ends its metric rows after Metric Value, with a trailing comma).
+Raw page (`ncu --csv --page raw`): a header of identity columns then metric names, a units
+row, then one row per kernel. In both, application output and
 ==PROF== lines may precede the header, and numbers may carry thousands separators.
 
 The human-readable page (no --csv) is refused: its numbers are rounded for display and its
@@ -18,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
+from etl.extract.registry import NotThisFormat
 from etl.extract.ncu.common import (
     Anomaly,
     MetricRows,
     NcuExport,
+    RuleRows,
     build_export,
-    convert_unit,
     parse_dims,
     parse_int,
 )
@@ -62,6 +64,24 @@ def read_csv_export(path: Path, kind: str) -> NcuExport:
     return _read_raw(path, header, header_place, rows, anomalies)
 
 
+def console_output(path: Path) -> NotThisFormat | InputError:
+    """ncu's notices without an export: refused when the name claims a CSV export (what
+    `ncu --csv ... > out.csv` leaves when profiling fails), else a log, skipped."""
+    lines = read_all(path).decode("utf-8", errors="replace").splitlines()
+    errors = [(i, line.strip()) for i, line in enumerate(lines) if line.startswith("==ERROR==")]
+    notes = errors or [(i, line.strip()) for i, line in enumerate(lines)
+                       if line.startswith("==WARNING==")]
+    kind = ("error" if errors else "warning") + ("s" if len(notes) > 1 else "")
+    text = " | ".join(note for _, note in notes[:3]) + (
+        f" (and {len(notes) - 3} more)" if len(notes) > 3 else "")
+    place = f"line {notes[0][0] + 1}" if notes else None
+    if not path.name.lower().endswith(".csv"):
+        return NotThisFormat(f"ncu's console output, not an export (only .csv names claim "
+                             f"one): {place}: {text}")
+    return InputError(path, f"ncu wrote no export, only its {kind}: {text}", place,
+                      "fix what ncu reports, profile again, and keep the CSV it then writes")
+
+
 def text_page_error(path: Path, lines: list[str]) -> InputError:
     first = next((i for i, line in enumerate(lines) if _SECTION.match(line)), 0)
     stem = path.name.removesuffix(".gz")
@@ -82,7 +102,8 @@ def _profiler_notices(preamble: list[str]) -> list[Anomaly]:
 
 def csv_rows(path: Path, lines: list[str], start: int,
              anomalies: list[Anomaly]) -> tuple[list[str], Rows]:
-    """Header and (file line, fields) rows; a ragged or unterminated row is refused."""
+    """Header and (file line, fields) rows, each as long as the header; a ragged or
+    unterminated row is refused."""
     reader = csv.reader(lines[start:], strict=True)
     rows: Rows = []
     try:
@@ -93,14 +114,32 @@ def csv_rows(path: Path, lines: list[str], start: int,
                 if fields:
                     anomalies.append(("ncu_profiler_notice", None, fields[0].strip()))
                 continue
-            if len(fields) != len(header):
+            fitted = _fitted(fields, header)
+            if fitted is None:
                 raise _ragged(path, line, len(fields), len(header), line == len(lines))
-            rows.append((line, fields))
+            rows.append((line, fitted))
     except csv.Error as exc:
         raise InputError(path, f"malformed CSV ({exc}): the file is probably truncated",
                          f"line {start + reader.line_num}",
                          "re-export or re-copy the ncu output") from None
     return header, rows
+
+
+def _fitted(fields: list[str], header: list[str]) -> list[str] | None:
+    """The row as long as the header, or None when it is ragged.
+
+    ncu 2025 ends a details-page metric row after Metric Value, with a trailing comma (16
+    fields under a 20-field header whose last five are rule columns); such a row is padded
+    with empty rule fields. One trailing empty field is dropped (a trailing comma).
+    """
+    if len(fields) == len(header):
+        return fields
+    if len(fields) == len(header) + 1 and fields[-1] == "":
+        return fields[:-1]
+    rules = header.index("Rule Name") if "Rule Name" in header else None
+    if rules is not None and rules <= len(fields) <= rules + 1 and not "".join(fields[rules:]):
+        return fields[:rules] + [""] * (len(header) - rules)
+    return None
 
 
 def _ragged(path: Path, line: int, got: int, want: int, last: bool) -> InputError:
@@ -178,25 +217,38 @@ def _read_details(path: Path, header: list[str], place: str, rows: Rows,
                          "--page raw")
     _unknown_columns(header, set(DETAILS_COLUMNS) | RULE_COLUMNS, anomalies)
     kernels: dict[int, dict[str, Any]] = {}
-    metrics = MetricRows(path)
-    seen: set[tuple[int, str]] = set()
-    rule_rows = 0
+    metrics, rules = MetricRows(path), RuleRows()
+    seen: set[tuple[int, str | None, str]] = set()  # a metric is keyed by its section too
     for line, fields in rows:
         ncu_id = _add_kernel(kernels, _kernel_row(path, index, fields, line, anomalies),
                              line, anomalies)
         name = fields[index["Metric Name"]]
-        if not name.strip():
-            rule_rows += 1
-            continue
-        if (ncu_id, name) in seen:
-            anomalies.append(("ncu_duplicate_metric", ncu_id, f"line {line}: {name} "
-                              "repeated; first kept"))
-            continue
-        seen.add((ncu_id, name))
         section = fields[index["Section Name"]] if "Section Name" in index else None
+        if not name.strip():
+            _add_rule(path, rules, index, fields, ncu_id, section, line)
+            continue
+        if (ncu_id, section, name) in seen:
+            anomalies.append(("ncu_duplicate_metric", ncu_id, f"line {line}: {name} "
+                              f"repeated in section {section!r}; first kept"))
+            continue
+        seen.add((ncu_id, section, name))
         metrics.add(ncu_id, name, section or None, fields[index["Metric Value"]],
                     fields[index["Metric Unit"]], f"line {line}")
-    return _finish(path, "ncu_details_csv", kernels, metrics, anomalies, rule_rows)
+    return _finish(path, "ncu_details_csv", kernels, metrics, anomalies, rules)
+
+
+def _add_rule(path: Path, rules: RuleRows, index: dict[str, int], fields: list[str],
+              ncu_id: int, section: str | None, line: int) -> None:
+    """A row without a metric name is a rule result (Rule Name ... Estimated Speedup)."""
+    def field(column: str) -> str | None:
+        return fields[index[column]] if column in index else None
+
+    name = (field("Rule Name") or "").strip()
+    if not name:
+        raise InputError(path, "row has neither a metric (Metric Name) nor a rule (Rule "
+                         "Name)", f"line {line}", "re-export or re-copy the ncu output")
+    rules.add(ncu_id, section, name, field("Rule Type"), field("Rule Description"),
+              field("Estimated Speedup Type"), field("Estimated Speedup"))
 
 
 def _unknown_columns(header: list[str], known: set[str], anomalies: list[Anomaly]) -> None:
@@ -206,14 +258,11 @@ def _unknown_columns(header: list[str], known: set[str], anomalies: list[Anomaly
 
 
 def _finish(path: Path, fmt: str, kernels: dict[int, dict[str, Any]], metrics: MetricRows,
-            anomalies: list[Anomaly], rule_rows: int = 0) -> NcuExport:
+            anomalies: list[Anomaly], rules: RuleRows | None = None) -> NcuExport:
     if not kernels:
         raise InputError(path, "no kernel rows after the header", None,
                          "ncu profiled nothing: check its ==PROF==/==ERROR== lines and re-run")
-    if rule_rows:
-        anomalies.append(("ncu_rule_rows_skipped", None,
-                          f"{rule_rows} rule rows (empty metric fields) skipped"))
-    return build_export([path], fmt, kernels, metrics, anomalies)
+    return build_export([path], fmt, kernels, metrics, anomalies, rules)
 
 
 # ---- raw page ---------------------------------------------------------------------------
@@ -250,11 +299,4 @@ def _units_row(path: Path, header: list[str], index: dict[str, int], rows: Rows)
         raise InputError(path, "raw page without its units row (the row after the header "
                          "must have an empty ID and the metric units)", place,
                          "export unchanged with ncu --import <report> --csv --page raw")
-    line, units = rows[0]
-    for name, unit in zip(header, units):
-        try:
-            convert_unit(unit)
-        except ValueError as exc:
-            raise InputError(path, str(exc), f"line {line}, column {name!r}",
-                             "add the spelling to etl/extract/ncu/units.toml") from None
-    return units
+    return rows[0][1]  # a unit units.toml does not know is kept (common.MetricRows)

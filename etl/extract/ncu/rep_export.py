@@ -7,7 +7,8 @@ becomes one kernel; `ncu_id` is the action's index, counted across ranges in rep
 
 A report has no value text: `reported_value_text` holds the value the API returns, printed
 exactly (integers in full, doubles as Python's shortest round-trip repr), and
-`reported_unit` the API's unit ("ns", "hz", "byte/s", "" for dimensionless).
+`reported_unit` the API's unit ("ns", "hz", "byte/s", "" for dimensionless). Rule results
+(rule_results_as_dicts) become ncu_rules rows, typed as the details page writes them.
 """
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
-from etl.extract.ncu.common import EXTRA_HINT, Anomaly, MetricRows, NcuExport, build_export
+from etl.extract.ncu.common import (
+    EXTRA_HINT,
+    Anomaly,
+    MetricRows,
+    NcuExport,
+    RuleRows,
+    build_export,
+)
 
 
 def read_rep(path: Path) -> NcuExport:
@@ -27,19 +35,20 @@ def read_rep(path: Path) -> NcuExport:
     if ranges > 1:
         anomalies.append(("ncu_multiple_ranges", None,
                           f"{ranges} ranges: ncu_id counts actions across all of them"))
-    ncu_id, empty = 0, {}
+    ncu_id, empty, rules = 0, {}, RuleRows()
     for range_index in range(ranges):
         profiled = report.range_by_idx(range_index)
         for action_index in range(profiled.num_actions()):
-            empty[ncu_id] = _read_action(path, profiled.action_by_idx(action_index), ncu_id,
-                                         kernels, metrics)
+            action = profiled.action_by_idx(action_index)
+            empty[ncu_id] = _read_action(path, action, ncu_id, kernels, metrics)
+            _read_rules(action, ncu_id, rules)
             ncu_id += 1
     if not kernels:
         raise InputError(path, "the report holds no profiled kernel", None,
                          "the file is truncated or is not an Nsight Compute report; re-copy it "
                          "or re-profile")
     anomalies.extend(_valueless(empty))
-    return build_export([path], "ncu_rep", kernels, metrics, anomalies)
+    return build_export([path], "ncu_rep", kernels, metrics, anomalies, rules)
 
 
 def _load(path: Path) -> Any:
@@ -75,6 +84,32 @@ def _read_action(path: Path, action: Any, ncu_id: int, kernels: dict[int, dict[s
         metrics.add(ncu_id, name, None, text, metric.unit(), f"kernel ID {ncu_id}, {name}",
                     typed_text=metric.kind() == metric.ValueKind_STRING)
     return empty
+
+
+# ncu_report's MsgType and SpeedupType → what the details page's Rule Type / Estimated
+# Speedup Type columns write (NONE → INF is inferred: the page writes INF for the
+# informational messages the API types NONE).
+MESSAGE_TYPES = {0: "INF", 1: "OK", 2: "OPT", 3: "WRN", 4: "ERR"}
+SPEEDUP_TYPES = {1: "local", 2: "global"}
+
+
+def _read_rules(action: Any, ncu_id: int, rules: RuleRows) -> None:
+    """The action's rule results (ncu's guided analysis), in the report's order."""
+    try:
+        results = action.rule_results_as_dicts()
+    except Exception as exc:  # an older ncu_report or report schema without rule results
+        rules.anomalies.append(("ncu_rules_not_read", ncu_id,
+                                f"rule results not read ({type(exc).__name__}: {exc})"))
+        return
+    for result in results:
+        message = result.get("rule_message") or {}
+        speedup = result.get("speedup_estimation") or {}
+        kind = message.get("type")
+        rules.add(ncu_id, result.get("section_identifier"),
+                  result.get("rule_identifier") or result.get("name") or "",
+                  MESSAGE_TYPES.get(kind, str(kind)) if kind is not None else None,
+                  message.get("message"), SPEEDUP_TYPES.get(speedup.get("type", 0)),
+                  repr(float(speedup["speedup"])) if "speedup" in speedup else None)
 
 
 def _valueless(empty: dict[int, list[str]]) -> list[Anomaly]:

@@ -1,4 +1,5 @@
-"""The Nsight Compute part of a run: exports → ncu_kernels, ncu_metrics, ncu_levels.
+"""The Nsight Compute part of a run: exports → ncu_kernels, ncu_metrics, ncu_levels,
+ncu_rules.
 
 This is the reader every ncu format registers (etl/extract/ncu/__init__.py): it is called
 once with all the run's ncu files, because one-metric-per-file exports of one session
@@ -8,7 +9,7 @@ stored result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,54 +17,91 @@ from etl.errors import InputError
 from etl.extract.ncu import looks_like_ncu
 from etl.extract.ncu.common import NcuExport, merge_split_exports
 from etl.extract.rawio import read_head
+from etl.extract.registry import NotThisFormat
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 
+TABLES = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules")
+
+
 @dataclass
 class NcuPart:
-    tables: dict[str, pa.Table]       # ncu_kernels, ncu_metrics, ncu_levels (no run_id yet)
+    tables: dict[str, pa.Table]       # TABLES (no run_id yet)
     anomalies: pa.Table               # rows for the anomalies table (no run_id yet)
     sources: list[dict[str, Any]]     # one per file: path, format, rows, ncu_source_id
+    refused: list[InputError] = field(default_factory=list)  # files that cannot be read
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # not exports after all
 
 
 def read_ncu(paths: list[Path]) -> list[NcuExport]:
     """Read the ncu files of ONE run folder; one-metric-per-file details exports of one
-    session (same IDs, kernel names and process name, disjoint metrics) become one export."""
+    session (same IDs, kernel names and process name, disjoint metrics) become one export.
+    The first file that cannot be read raises its InputError."""
+    read = read_each(paths)
+    if read.refused:
+        raise read.refused[0]
+    if read.skipped:
+        raise NotThisFormat(read.skipped[0][1])
+    return read.exports
+
+
+@dataclass
+class Read:
+    exports: list[NcuExport]
+    refused: list[InputError]          # files that cannot be read, with their error
+    skipped: list[tuple[Path, str]]    # files that are no export after all (ncu's logs)
+
+
+def read_each(paths: list[Path]) -> Read:
+    """Like read_ncu, but a file that cannot be read is set aside with its error and the
+    others are read: one broken export does not hide the rest of the run."""
+    read = Read([], [], [])
+    for path in sorted(paths):
+        try:
+            read.exports.append(_read_one(path))
+        except InputError as exc:
+            read.refused.append(exc)
+        except NotThisFormat as exc:
+            read.skipped.append((path, str(exc)))
+    read.exports = merge_split_exports(read.exports)
+    return read
+
+
+def _read_one(path: Path) -> NcuExport:
     from etl.extract.ncu import csv_export, rep_export
 
-    exports = []
-    for path in sorted(paths):
-        kind = looks_like_ncu(read_head(path))
-        if kind == "ncu_rep":
-            exports.append(rep_export.read_rep(path))
-        elif kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
-            exports.append(csv_export.read_csv_export(path, kind))
-        else:
-            raise InputError(path, "not an Nsight Compute export (no CSV header "
-                             '"ID","Process ID",..., no report magic)', None,
-                             "pass only ncu outputs: --csv stdout, --page raw CSV or .ncu-rep")
-    return merge_split_exports(exports)
+    kind = looks_like_ncu(read_head(path))
+    if kind == "ncu_console":
+        raise csv_export.console_output(path)
+    if kind == "ncu_rep":
+        return rep_export.read_rep(path)
+    if kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):
+        return csv_export.read_csv_export(path, kind)
+    raise InputError(path, "not an Nsight Compute export (no CSV header "
+                     '"ID","Process ID",..., no report magic)', None,
+                     "pass only ncu outputs: --csv stdout, --page raw CSV or .ncu-rep")
 
 
 def extract_ncu(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any]) -> NcuPart:
     import pyarrow as pa
 
-    exports = read_ncu(paths)
+    read = read_each(paths)
+    exports = read.exports
     arch, sm_count = _hints(devices, dims)
-    parts: dict[str, list[pa.Table]] = {"ncu_kernels": [], "ncu_metrics": [], "ncu_levels": []}
+    parts: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
     anomalies, sources = [], []
     for ncu_source_id, export in enumerate(exports):
         levels = _levels(export, arch, sm_count)
         for name, table in (("ncu_kernels", export.kernels), ("ncu_metrics", export.metrics),
-                            ("ncu_levels", levels)):
+                            ("ncu_levels", levels), ("ncu_rules", export.rules)):
             parts[name].append(_with_source(table, ncu_source_id))
         anomalies.append(_anomalies(export.anomalies, ncu_source_id))
         sources.extend(_file_entries(export, ncu_source_id))
     tables = {name: pa.concat_tables(p) if p else _empty(name) for name, p in parts.items()}
     return NcuPart(tables, pa.concat_tables(anomalies) if anomalies else _anomalies([], 0),
-                   sources)
+                   sources, read.refused, read.skipped)
 
 
 def _file_entries(export: NcuExport, ncu_source_id: int) -> list[dict[str, Any]]:
@@ -88,10 +126,18 @@ def _hints(devices: pa.Table | None, dims: dict[str, Any]) -> tuple[str | None, 
     if devices is not None and devices.num_rows:
         ccs = {c for c in devices["compute_capability"].to_pylist() if c}
         sms = {s for s in devices["sm_count"].to_pylist() if s}
-        arch = arch_from_cc(ccs.pop()) if len(ccs) == 1 else None
+        try:
+            arch = arch_from_cc(ccs.pop()) if len(ccs) == 1 else None
+        except ValueError:  # a trace's odd capability text: the export or run.toml decide
+            arch = None
         sm = sms.pop() if len(sms) == 1 else None
     if arch is None and dims.get("compute_capability"):
-        arch = arch_from_cc(dims["compute_capability"])
+        try:
+            arch = arch_from_cc(dims["compute_capability"])
+        except ValueError:
+            raise InputError("run.toml", f"{dims['compute_capability']!r} is not a compute "
+                             "capability".replace("'", '"'), "key compute_capability",
+                             'write it as major.minor, e.g. compute_capability = "7.0"') from None
     return arch, sm if sm is not None else dims.get("sm_count")
 
 
