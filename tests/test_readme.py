@@ -1,0 +1,60 @@
+"""Every SQL example of the README runs on the demo warehouse and returns rows."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from etl.demo import write_demo
+from etl.ingest import ingest_all
+from etl.warehouse import Warehouse
+from tests.conftest import ROOT, query_json
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def readme_sql() -> list[str]:
+    """SQL of the ```sql blocks and of every `etl query "..."` command line."""
+    blocks = re.findall(r"```sql\n(.*?)```", README, re.S)
+    commands = [line for line in README.splitlines() if re.search(r"etl query \"", line)]
+    queries = [shlex.split(line.split("etl query", 1)[1].split("#")[0])[0]
+               for line in commands]
+    python = re.findall(r'con\.sql\("([^"]+)"\)', README)
+    return [q.strip().rstrip(";") for q in blocks + queries + python]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("readme")
+    write_demo(root / "runs")
+    ingest_all(sorted((root / "runs").iterdir()), Warehouse.at(root / "wh"))
+    return root / "wh"
+
+
+def test_the_readme_has_examples() -> None:
+    assert len(readme_sql()) >= 4
+
+
+@pytest.mark.parametrize("sql", readme_sql())
+def test_readme_sql_answers_on_the_demo(demo: Path, sql: str) -> None:
+    rows = query_json(demo, sql)
+    assert rows, f"no rows: {sql}"
+
+
+def test_comparison_keeps_runs_without_ncu(demo: Path) -> None:
+    rows = query_json(demo, "SELECT run_name, gpu_util, smsp_active_util, ncu_reason "
+                      "FROM run_comparison ORDER BY run_name")
+    assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_eager",
+                                             "resnet_fp32_eager"]
+    ddp = rows[0]
+    assert ddp["ncu_reason"] == "no ncu export in the run" and ddp["smsp_active_util"] is None
+    assert 0 < ddp["gpu_util"] < 1
+    [mean] = query_json(demo, "SELECT avg(gpu_util) AS g FROM run_summary "
+                        "WHERE run_name = 'resnet_amp_ddp'")
+    assert ddp["gpu_util"] == pytest.approx(mean["g"], abs=1e-12)
+    v1 = query_json(demo, "SELECT * FROM run_utilization_v1 ORDER BY run_name")
+    v2 = query_json(demo, "SELECT * EXCLUDE (ncu_reason) FROM run_utilization_v2 "
+                    "WHERE ncu_reason IS NULL ORDER BY run_name")
+    assert v1 == v2  # where ncu levels exist, v2 is v1
