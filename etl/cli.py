@@ -234,10 +234,28 @@ def _collect_garbage(warehouse_dir: Path) -> None:
     Warehouse.at(warehouse_dir).collect_garbage()
 
 
+# What a user looks for first; everything else is one `etl query` away.
+RUNS_SQL = """
+SELECT r.run_name AS run, r.gpu,
+       len(list_filter(r.sources, s -> s.role = 'trace')) AS ranks,
+       max(s.iteration_count) AS iterations, r.kernel_count AS kernels,
+       avg(s.gpu_util) AS gpu_util,
+       avg(u.matched_time_share) AS ncu_coverage,
+       strftime(r.ingested_at, '%Y-%m-%d %H:%M') AS ingested_at
+FROM runs AS r
+LEFT JOIN run_summary AS s ON s.run_id = r.run_id
+LEFT JOIN run_utilization AS u ON u.run_id = r.run_id AND u.source_id = s.source_id
+ AND u.device_id = s.device_id
+GROUP BY r.run_name, r.gpu, r.sources, r.kernel_count, r.ingested_at
+ORDER BY r.run_name
+"""
+
+
 @main.command()
 @warehouse_option
 def runs(warehouse_dir: Path) -> None:
-    """List the ingested runs.
+    """List the ingested runs: GPU, ranks, iterations, kernels, gpu_util of run_summary's
+    iteration (mean over ranks), ncu coverage (share of kernel time matched), ingest time.
 
     \b
     Example:
@@ -246,9 +264,7 @@ def runs(warehouse_dir: Path) -> None:
     from etl import report
     from etl.query import run_query
 
-    columns, rows = run_query(warehouse_dir, (
-        "SELECT run_name, run_id, len(sources) AS sources, model, exec_mode, precision, "
-        "batch_size, gpu, event_count, anomaly_count, ingested_at FROM runs ORDER BY run_name"))
+    columns, rows = run_query(warehouse_dir, RUNS_SQL)
     report.print_rows(columns, rows, "table")
 
 

@@ -461,6 +461,7 @@ def ensure_views(warehouse: Warehouse) -> bool:
         except (duckdb.IOException, duckdb.ConnectionException):
             return False  # a writer holds the file
     statements = all_statements(warehouse)
+    warehouse.init()  # schema files of tables newer than the warehouse, before binding
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
     except (duckdb.IOException, duckdb.ConnectionException):

@@ -106,8 +106,21 @@ class Warehouse:
             for folder in (self.data, self.sequence.parent, self.staging):
                 folder.mkdir(parents=True, exist_ok=True)
             schema_dir = self.data / SCHEMA_DIR
-            if not all((schema_dir / f"{t}.parquet").exists() for t in TABLES):
+            if not self._schema_files_current(schema_dir):
                 self._write_schema_files(schema_dir)
+
+    def _schema_files_current(self, schema_dir: Path) -> bool:
+        """Every table has its zero-row file, with the schema schemas/ declares now: a
+        warehouse made before a table or a column existed gets them written again (the
+        views bind over these files)."""
+        import pyarrow.parquet as pq
+
+        for table in TABLES:
+            path = schema_dir / f"{table}.parquet"
+            if not path.exists() or not pq.read_schema(path).remove_metadata().equals(
+                    table_schema(table).arrow()):
+                return False
+        return True
 
     def _write_schema_files(self, schema_dir: Path) -> None:
         staged = self.staging / f"schema-{uuid.uuid4().hex}"

@@ -58,3 +58,16 @@ def test_comparison_keeps_runs_without_ncu(demo: Path) -> None:
     v2 = query_json(demo, "SELECT * EXCLUDE (ncu_reason) FROM run_utilization_v2 "
                     "WHERE ncu_reason IS NULL ORDER BY run_name")
     assert v1 == v2  # where ncu levels exist, v2 is v1
+
+
+def test_etl_runs_shows_what_users_look_for_first(demo: Path) -> None:
+    from tests.conftest import cli
+
+    out = cli("runs", "--warehouse", str(demo), env={"COLUMNS": "200"})
+    assert out.returncode == 0, out.stderr
+    header, _, *rows = out.stdout.splitlines()
+    assert header.split() == ["run", "gpu", "ranks", "iterations", "kernels", "gpu_util",
+                              "ncu_coverage", "ingested_at"]
+    ddp = rows[0].split()
+    assert ddp[:5] == ["resnet_amp_ddp", "synthetic-A100", "2", "5", "550"]
+    assert ddp[6] == "NULL" and rows[1].split()[6] == "1.0"
