@@ -268,6 +268,51 @@ def runs(warehouse_dir: Path) -> None:
     report.print_rows(columns, rows, "table")
 
 
+@main.command(name="rm")
+@click.argument("names", nargs=-1, required=True)
+@warehouse_option
+def rm_command(names: tuple[str, ...], warehouse_dir: Path) -> None:
+    """Remove runs from the warehouse, all at once (queries already running keep them).
+
+    \b
+    Example:
+      etl rm resnet_amp_eager --warehouse warehouse/
+    """
+    from etl.manage import remove_runs
+
+    published = remove_runs(_existing(warehouse_dir), list(names))
+    published.wait_until_visible()
+    click.echo(f"removed {len(names)} run(s): {', '.join(names)}")
+
+
+@main.command(name="mv")
+@click.argument("old")
+@click.argument("new")
+@warehouse_option
+def mv_command(old: str, new: str, warehouse_dir: Path) -> None:
+    """Rename a run (one publish: the new name appears as the old one vanishes).
+
+    \b
+    Example:
+      etl mv control hta/trace_diff/control --warehouse warehouse/
+    """
+    from etl.manage import rename_run
+
+    rename_run(_existing(warehouse_dir), old, new).wait_until_visible()
+    click.echo(f"renamed {old} to {new}")
+
+
+def _existing(warehouse_dir: Path) -> Warehouse:
+    from etl.errors import WarehouseError
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    if not warehouse.exists():
+        raise WarehouseError(f"{warehouse.root}: no warehouse here")
+    warehouse.init()  # schema files of columns added since it was made
+    return warehouse
+
+
 @main.command()
 @click.argument("dest", type=click.Path(path_type=Path))
 def demo(dest: Path) -> None:

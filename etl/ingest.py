@@ -239,8 +239,8 @@ def _current_runs(warehouse: Warehouse, run: RunFolder, replace: bool
     from another folder is replaced only when the user says so: two folders of one name
     are two runs."""
     runs = warehouse.read_runs(["run_id", "extractor_version", "run_path", "event_count",
-                                "anomaly_count", "kernel_count"]).to_pylist()
-    mine = [r for r in runs if r["run_name"] == run.name]
+                                "anomaly_count", "kernel_count", "removed"]).to_pylist()
+    mine = [r for r in runs if r["run_name"] == run.name and not r.get("removed")]
     for r in mine:
         if r["run_path"] != run.location() and not replace:
             raise RunError(f"{run.name}: the warehouse's run '{run.name}' was ingested from "

@@ -158,8 +158,10 @@ def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
         # all, and its declared types are the ones the other files are read as
         files = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
         # like the stored views' globs, a publish without this table's file has no rows in it
+        # a renamed run's folder also holds its old name's tombstone (etl/manage.py)
+        kept = [publish_id for publish_id, _ in chosen] if table == "runs" else keep
         con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
-                                      union_by_name, keep))
+                                      union_by_name, kept))
     return folders
 
 
@@ -175,7 +177,7 @@ def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse
     """
     import duckdb
 
-    from etl.views import VISIBLE_AT_QUERY_START, _sql_string, glob_literal
+    from etl.views import NOT_REMOVED, VISIBLE_AT_QUERY_START, _sql_string, glob_literal
     from etl.warehouse import SCHEMA_DIR
 
     for _ in range(LIST_ATTEMPTS):
@@ -183,13 +185,15 @@ def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse
                  if p.name != SCHEMA_DIR and p.is_dir()]
         if not files:
             return []
+        # the zero-row schema file has every column, also where no publish has one yet
+        files.append(str(warehouse.data / SCHEMA_DIR / "runs.parquet"))
         listed = ", ".join(_sql_string(glob_literal(f)) for f in files)
         try:
             rows = con.execute(
-                f"SELECT publish_id, filename FROM read_parquet([{listed}], union_by_name = true, "
-                f"filename = true) WHERE {VISIBLE_AT_QUERY_START} "
+                f"SELECT publish_id, filename FROM (SELECT * FROM read_parquet([{listed}], "
+                f"union_by_name = true, filename = true) WHERE {VISIBLE_AT_QUERY_START} "
                 "QUALIFY row_number() OVER (PARTITION BY run_name "
-                "ORDER BY publish_seq DESC) = 1").fetchall()
+                f"ORDER BY publish_seq DESC) = 1) WHERE {NOT_REMOVED}").fetchall()
         except duckdb.IOException:
             continue
         return [(publish_id, Path(name).parent) for publish_id, name in rows]

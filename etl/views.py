@@ -317,6 +317,11 @@ MACRO_DOCS = {
 }
 
 
+# A name whose latest publish is a tombstone (etl rm, etl mv) is gone; rows published
+# before the column existed read NULL.
+NOT_REMOVED = "NOT coalesce(removed, false)"
+
+
 def table_view_sql(table: str) -> str:
     """A table as a view over its Parquet files, keeping each run's current publish.
 
@@ -326,10 +331,11 @@ def table_view_sql(table: str) -> str:
     files = f"_warehouse_files('{table}')"
     if table == "runs":
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
-        return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM "
-                f"read_parquet({files}, union_by_name = true, filename = true) "
+        return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM ("
+                f"SELECT * FROM read_parquet({files}, union_by_name = true, filename = true) "
                 f"WHERE {VISIBLE_AT_QUERY_START} QUALIFY row_number() OVER "
-                f"(PARTITION BY run_name ORDER BY publish_seq DESC) = 1")
+                f"(PARTITION BY run_name ORDER BY publish_seq DESC) = 1) "
+                f"WHERE {NOT_REMOVED}")
     columns = ", ".join(f't."{c}"' for c in table_schema(table).names)
     return (f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
             f"(SELECT publish_id FROM runs) AS current_publish "

@@ -258,6 +258,13 @@ class Warehouse:
         assert published is not None
         return published
 
+    def publish_rows(self, staged: Path, runs_rows: pa.Table, stem: str) -> Publication:
+        """Make a staged folder of several `runs` rows visible at once (etl/manage.py: a
+        renamed run and its old name's tombstone), replacing the runs of those names."""
+        published = self._commit(staged, runs_rows, stem, expected=None)
+        assert published is not None
+        return published
+
     def publish_segment(self, staged: Path, runs_rows: pa.Table, stem: str,
                         expected: dict[str, str]) -> Publication | None:
         """Make a staged segment of many runs visible (etl/compact.py), for the runs whose
