@@ -213,7 +213,28 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     counts = {t: w.rows for t, w in writers.items()}
     row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id,
                     set_aside)
-    return Prepared(_result(run, key.run_id, sources, counts, set_aside), staged, row)
+    result = _result(run, key.run_id, sources, counts, set_aside)
+    result.warnings += _unreachable(run, staged, counts["kernels"])
+    return Prepared(result, staged, row)
+
+
+def _unreachable(run: RunFolder, staged: Path, activities: int) -> list[str]:
+    """GPU activities that no utilization view can use: no row is a kernel with a device
+    (the GPU-level views count kernels on a device), said once per run."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    if activities == 0:
+        return []
+    kernels = pq.read_table(staged / "kernels.parquet", columns=["kind", "device_id"])
+    usable = pc.and_(pc.equal(kernels["kind"], "kernel"), pc.is_valid(kernels["device_id"]))
+    if pc.any(usable).as_py():
+        return []
+    kinds = kernels.group_by("kind").aggregate([("kind", "count")]).to_pylist()
+    listed = ", ".join(f"{k['kind_count']} {k['kind']}" for k in kinds)
+    return [f"{run.name}: {activities} GPU activities ({listed}) but no kernel on a device: "
+            "gpu_utilization, run_summary and the other GPU-level views have no row for "
+            "this run (SELECT kind, category, count(*) FROM kernels GROUP BY ALL shows them)"]
 
 
 def _nothing_read(run: RunFolder) -> str:

@@ -99,3 +99,20 @@ def test_an_unchanged_run_reports_what_the_warehouse_holds(tmp_path: Path) -> No
     [row] = query_json(tmp_path / "wh", "SELECT kernel_count, (SELECT count(*) FROM kernels) "
                        "AS rows FROM runs")
     assert row["kernel_count"] == row["rows"] == first.kernels
+
+
+def test_activities_no_view_can_use_are_reported(tmp_path: Path) -> None:
+    from tests.conftest import corpus_path
+
+    run = tmp_path / "runs" / "cupti"
+    run.mkdir(parents=True)
+    source = corpus_path("hta", "cupti_profiler")
+    for f in source.glob("*.json.gz"):
+        (run / f.name).symlink_to(f)
+    out = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert out.returncode == 0
+    [line] = [x for x in out.stderr.splitlines() if "no kernel on a device" in x]
+    assert line.startswith("warning: cupti: 77 GPU activities (77 other)")
+    good = tree(tmp_path / "more" / "good", "t.json")
+    quiet = cli("ingest", str(good), "--warehouse", str(tmp_path / "wh"))
+    assert "no kernel on a device" not in quiet.stderr
