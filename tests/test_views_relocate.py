@@ -19,7 +19,8 @@ EXPECTED = [("a", 40_000), ("b", 10_000)]
 def ingest_run(warehouse: Path, runs: Path, name: str, busy_ns: int) -> None:
     events = [step(1, 0, 100_000), launch(1, 1_000), kernel(1, 10_000, busy_ns)]
     write_trace(runs / name / "t.json", events)
-    result = cli("ingest", str(runs / name), "--warehouse", str(warehouse))
+    # --replace: a test republishes a run from another folder under the same name
+    result = cli("ingest", str(runs / name), "--warehouse", str(warehouse), "--replace")
     assert result.returncode == 0, result.stderr
 
 
