@@ -380,6 +380,33 @@ def lint_sql(record: bool, rebase: bool) -> None:
     click.echo(f"{len(views)} views keep the house rules and match their fingerprints")
 
 
+@main.command()
+@click.argument("run_names", nargs=-1, metavar="[RUN]...")
+@warehouse_option
+@click.option("--where", default=None, help="SQL condition on the runs table choosing the runs "
+              "(instead of names), e.g. \"model = 'resnet50'\".")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("report.html"), show_default=True, help="HTML file to write.")
+def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
+           output: Path) -> None:
+    """Write one self-contained HTML report: the paper's figures (Fig. 5-8) over the runs,
+    then busy/idle, kernels, ops, match coverage and anomalies of each run.
+
+    Charts are inline SVG with their numbers in a table under each; the file needs no
+    network and opens from file://. All runs by default.
+
+    \b
+    Example:
+      etl report -o report.html
+      etl report resnet_amp_eager resnet_fp32_eager -o amp-vs-fp32.html
+      etl report --where "precision = 'amp'" -o amp.html
+    """
+    from etl.html_report import write_report
+
+    shown = write_report(warehouse_dir, output, run_names, where)
+    click.echo(f"wrote {output} ({len(shown)} runs)")
+
+
 # --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
 for _command in main.commands.values():
     _command.params.append(_debug_option())
