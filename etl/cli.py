@@ -407,6 +407,50 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
     click.echo(f"wrote {output} ({len(shown)} runs)")
 
 
+@main.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@warehouse_option
+@click.option("--by", type=click.Choice(["op", "layer", "kernel", "kernel_type"]), default="op",
+              show_default=True, help="What the GPU-time changes are grouped by.")
+@click.option("--top", type=click.IntRange(1), default=20, show_default=True,
+              help="Groups shown, by size of the change in GPU time per iteration.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format (csv and json: every column, full "
+              "precision, one row per quantity with its part).")
+def compare(run_a: str, run_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
+    """Compare two runs: window, busy, gpu_util, throughput and the four levels side by
+    side, then the ops (layers, kernels) whose GPU time changed most.
+
+    Each steady iteration (run_summary's selected one and later, every rank) is a sample:
+    means, B - A, B / A, a 95% interval of B - A and Welch's t-test; `within noise` when
+    p >= 0.05, `one sample` when a run has fewer than two.
+
+    \b
+    Example:
+      etl compare resnet_fp32_eager resnet_amp_eager
+      etl compare resnet_fp32_eager resnet_amp_eager --by kernel --format csv
+    """
+    from etl import report
+    from etl.compare import COLUMNS, compare as compare_runs
+
+    rows = compare_runs(warehouse_dir, run_a, run_b, by, top)
+    if fmt != "table":
+        report.print_rows(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], fmt)
+        return
+    shown = ["metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "ratio", "diff_ci_low",
+             "diff_ci_high", "p_value", "verdict"]
+    click.echo(f"A = {run_a}, B = {run_b}; ratio = B / A; 95% interval of B - A")
+    for part, title in (("summary", "runs"), (by, f"top {top} {by}s by change in GPU time")):
+        click.echo(f"\n{title}:")
+        picked = [tuple(_short_number(r[c]) for c in shown) for r in rows if r["part"] == part]
+        report.print_rows(shown, picked, "table")
+
+
+def _short_number(value: Any) -> Any:
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
 # --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
 for _command in main.commands.values():
     _command.params.append(_debug_option())
