@@ -35,7 +35,7 @@ LEVELS = ("gpu_util", "smsp_active_util", "issue_slot_util", "tc_active_util", "
 # the steady iterations of each rank and device: run_summary's selected one and those after
 STEADY = """
     SELECT g.run_name, g.source_id, g.device_id, g.iteration, g.window_ns, g.busy_ns,
-           g.gpu_util, r.batch_size
+           g.gpu_util, CASE WHEN g.window_ns > 0 THEN r.batch_size * 1e9 / g.window_ns END
     FROM gpu_utilization AS g
     JOIN run_summary AS s
       ON s.run_id = g.run_id AND s.source_id = g.source_id AND s.device_id = g.device_id
@@ -93,11 +93,11 @@ def summary(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> list[dict
     """Window, busy, gpu_util and throughput per iteration; the levels of run_utilization."""
     samples = {run: con.execute(STEADY, [run]).fetchall() for run in (run_a, run_b)}
     out = []
-    for metric, unit, pick in (("window_ns", "ns", lambda r: r[4]), ("busy_ns", "ns",
-                               lambda r: r[5]), ("gpu_util", "0..1", lambda r: r[6]),
-                               ("throughput_samples_per_s", "samples/s",
-                                lambda r: r[7] * 1e9 / r[4] if r[7] and r[4] else None)):
-        a, b = ([pick(r) for r in samples[run] if pick(r) is not None] for run in (run_a, run_b))
+    for column, (metric, unit) in enumerate((("window_ns", "ns"), ("busy_ns", "ns"),
+                                             ("gpu_util", "0..1"),
+                                             ("throughput_samples_per_s", "samples/s")), 4):
+        a, b = ([float(r[column]) for r in samples[run] if r[column] is not None]
+                for run in (run_a, run_b))
         out.append(_row("summary", metric, unit, a, b))
     for level in LEVELS[1:]:
         a, b = ([v for (v,) in con.execute(f"SELECT {level} FROM run_utilization WHERE "
