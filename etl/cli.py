@@ -451,6 +451,34 @@ def _short_number(value: Any) -> Any:
     return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
+@main.command("export-trace")
+@click.argument("run")
+@warehouse_option
+@click.option("--iteration", type=int, default=None,
+              help="Only this iteration's host events, GPU activities and counter.")
+@click.option("--source", type=int, default=None,
+              help="The trace source (rank's file) to export; needed when the run has several.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("trace.json"), show_default=True, help="JSON file to write.")
+def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: int | None,
+                 output: Path) -> None:
+    """Write a run's timeline as Chrome trace JSON (open it in Perfetto UI or
+    chrome://tracing): host events and GPU activities as in the source, each matched
+    kernel's ncu levels in its args, and a gpu_util counter per iteration.
+
+    `etl ingest` reads the file back to the same kernels and gpu_utilization.
+
+    \b
+    Example:
+      etl export-trace resnet_amp_eager -o amp.json
+      etl export-trace resnet_amp_ddp --source 1 --iteration 3 -o rank1-step3.json
+    """
+    from etl.export_trace import export_trace as export
+
+    count = export(warehouse_dir, run, output, iteration, source)
+    click.echo(f"wrote {output} ({count} events)")
+
+
 # --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
 for _command in main.commands.values():
     _command.params.append(_debug_option())
