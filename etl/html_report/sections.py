@@ -201,7 +201,8 @@ def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     rows = data.iterations(con, run)
     title = f"{run}: busy and idle time per iteration"
     several = len({(r["source_id"], r["device_id"]) for r in rows}) > 1
-    labels = [(f"r{r['rank']}/d{r['device_id']} " if several else "") + f"it {r['iteration']}"
+    labels = [(f"r{r['rank']}/d{r['device_id']} " if several else "")
+              + ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
               for r in rows]
     series = [svg.Series("busy (a kernel running)", [r["busy_ns"] / 1e6 for r in rows]),
               svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]

@@ -47,7 +47,7 @@ def _ticks(top: float, count: int = 5) -> list[float]:
 
 
 def _fmt_tick(v: float) -> str:
-    return f"{v:.3g}"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def _frame(title: str, height: int, body: list[str], legend: Sequence[str]) -> str:
