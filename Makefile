@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench clean browser
 
 setup: $(STAMP)
 
@@ -20,9 +20,15 @@ demo: setup
 	$(BIN)/etl ingest demo-runs --warehouse demo-warehouse
 	$(BIN)/etl query "SELECT run_name, rank, device_id, selected_iteration, round(gpu_util, 4) AS gpu_util, window_ns, busy_ns, idle_ns, round(throughput_samples_per_s) AS samples_per_s FROM run_summary ORDER BY run_name, rank" --warehouse demo-warehouse
 	$(BIN)/etl query "SELECT run_name, precision, iteration, round(gpu_util, 3) AS gpu, round(smsp_active_util, 3) AS smsp_active, round(issue_slot_util, 3) AS issue_slot, round(tc_active_util, 3) AS tc_active, round(tc_issue_util, 4) AS tc_issue, round(matched_time_share, 3) AS matched_share FROM run_utilization ORDER BY run_name" --warehouse demo-warehouse
+	$(BIN)/etl report --warehouse demo-warehouse -o demo-report.html
+	@echo "open $(CURDIR)/demo-report.html"
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -n 2 -q
+
+# the report's browser test drives Debian's chromium (playwright cannot download one here)
+browser:
+	@test -x /usr/bin/chromium || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
 lint: setup
 	$(BIN)/ruff check etl tests
@@ -33,4 +39,4 @@ bench: setup
 	$(BIN)/python bench/ingest_bench.py
 
 clean:
-	rm -rf $(VENV) demo-runs demo-warehouse .pytest_cache
+	rm -rf $(VENV) demo-runs demo-warehouse demo-report.html .pytest_cache

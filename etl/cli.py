@@ -471,6 +471,105 @@ def lint_sql(record: bool, rebase: bool) -> None:
     click.echo(f"{len(views)} views keep the house rules and match their fingerprints")
 
 
+@main.command()
+@click.argument("run_names", nargs=-1, metavar="[RUN]...")
+@warehouse_option
+@click.option("--where", default=None, help="SQL condition on the runs table choosing the runs "
+              "(instead of names), e.g. \"model = 'resnet50'\".")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("report.html"), show_default=True, help="HTML file to write.")
+def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
+           output: Path) -> None:
+    """Write one self-contained HTML report: the paper's figures (Fig. 5-8) over the runs,
+    then busy/idle, kernels, ops, match coverage and anomalies of each run.
+
+    Charts are inline SVG with their numbers in a table under each; the file needs no
+    network and opens from file://. All runs by default.
+
+    \b
+    Example:
+      etl report -o report.html
+      etl report resnet_amp_eager resnet_fp32_eager -o amp-vs-fp32.html
+      etl report --where "precision = 'amp'" -o amp.html
+    """
+    from etl.html_report import write_report
+
+    shown = write_report(warehouse_dir, output, run_names, where)
+    click.echo(f"wrote {output} ({len(shown)} runs)")
+
+
+@main.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@warehouse_option
+@click.option("--by", type=click.Choice(["op", "layer", "kernel", "kernel_type"]), default="op",
+              show_default=True, help="What the GPU-time changes are grouped by.")
+@click.option("--top", type=click.IntRange(1), default=20, show_default=True,
+              help="Groups shown, by size of the change in GPU time per iteration.")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="Output format (csv and json: every column, full "
+              "precision, one row per quantity with its part).")
+def compare(run_a: str, run_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
+    """Compare two runs: window, busy, gpu_util, throughput and the four levels side by
+    side, then the ops (layers, kernels) whose GPU time changed most.
+
+    Each steady iteration (run_summary's selected one and later, every rank) is a sample:
+    means, B - A, B / A, a 95% interval of B - A and Welch's t-test; `within noise` when
+    p >= 0.05, `one sample` when a run has fewer than two.
+
+    \b
+    Example:
+      etl compare resnet_fp32_eager resnet_amp_eager
+      etl compare resnet_fp32_eager resnet_amp_eager --by kernel --format csv
+    """
+    from etl import report
+    from etl.compare import COLUMNS, compare as compare_runs
+
+    rows = compare_runs(warehouse_dir, run_a, run_b, by, top)
+    if fmt != "table":
+        report.print_rows(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], fmt)
+        return
+    shown = ["metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "ratio", "diff_ci_low",
+             "diff_ci_high", "p_value", "verdict"]
+    click.echo(f"A = {run_a}, B = {run_b}; ratio = B / A; 95% interval of B - A")
+    for part, title in (("summary", "runs"), (by, f"top {top} {by}s by change in GPU time")):
+        click.echo(f"\n{title}:")
+        picked = [tuple(_short_number(r[c]) for c in shown) for r in rows if r["part"] == part]
+        report.print_rows(shown, picked, "table")
+
+
+def _short_number(value: Any) -> Any:
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+@main.command("export-trace")
+@click.argument("run")
+@warehouse_option
+@click.option("--iteration", type=int, default=None,
+              help="Only this iteration's host events, GPU activities and counter.")
+@click.option("--source", type=int, default=None,
+              help="The trace source (rank's file) to export; needed when the run has several.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("trace.json"), show_default=True, help="JSON file to write.")
+def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: int | None,
+                 output: Path) -> None:
+    """Write a run's timeline as Chrome trace JSON (open it in Perfetto UI or
+    chrome://tracing): host events and GPU activities as in the source, each matched
+    kernel's ncu levels in its args, and a gpu_util counter per iteration.
+
+    `etl ingest` reads the file back to the same kernels and gpu_utilization.
+
+    \b
+    Example:
+      etl export-trace resnet_amp_eager -o amp.json
+      etl export-trace resnet_amp_ddp --source 1 --iteration 3 -o rank1-step3.json
+    """
+    from etl.export_trace import export_trace as export
+
+    count = export(warehouse_dir, run, output, iteration, source)
+    click.echo(f"wrote {output} ({count} events)")
+
+
 # --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
 for _command in main.commands.values():
     _command.params.append(_debug_option())

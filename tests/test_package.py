@@ -49,7 +49,7 @@ def test_wheel_holds_code_and_data(wheel: Path) -> None:
     """Every module, every TOML of the package (nested packages too) and every file of
     sql/ and schemas/ (as etl/sql/, etl/schemas/) is in the wheel; tests are not."""
     files = checkout_files()
-    wanted = {n for n in files if n.startswith("etl/") and n.endswith((".py", ".toml"))}
+    wanted = {n for n in files if n.startswith("etl/") and n.endswith((".py", ".toml", ".j2"))}
     wanted |= {f"etl/{n}" for n in files if n.startswith(("sql/", "schemas/"))}
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert wanted - shipped == set()

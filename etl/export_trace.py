@@ -1,0 +1,220 @@
+"""`etl export-trace RUN`: a run's timeline as Chrome trace JSON (Perfetto UI, chrome://tracing).
+
+One trace source (rank) per file, written as the PyTorch profiler writes it, so that
+`etl ingest` reads it back to the same kernels and the same gpu_utilization:
+- host events (complete events, `ph: X`) with their category, pid, tid, External id and
+  correlation, as in the source;
+- GPU activities on pid = device, tid = stream, with device, stream, correlation, grid,
+  block, registers, shared memory and bytes; a kernel matched to Nsight Compute carries
+  its levels in `args` ("ncu smsp_active_util", ...);
+- counter tracks (`ph: C`, which readers of this tool skip): gpu_util of each iteration on
+  its device, from the window's start to the next;
+- metadata names for the GPU processes and streams.
+Times are written in µs with three decimals, exactly the stored integer ns. What the
+warehouse does not keep (flow arrows, other args, the profiler's base time) is not
+written. Monitor samples are not in the warehouse yet and so not exported.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from etl.errors import EtlError
+
+if TYPE_CHECKING:
+    import duckdb
+
+LEVELS = ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util",
+          "tc_inst_share", "tc_active_share")
+KINETO_CATEGORY = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+BATCH = 10_000
+
+
+def micros(ns: int) -> str:
+    """Integer ns as decimal µs with three decimals, exactly."""
+    sign = "-" if ns < 0 else ""
+    return f"{sign}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
+
+
+def _event(fields: dict[str, Any], ts_ns: int | None, dur_ns: int | None) -> str:
+    """One event as JSON text, with exact decimal ts and dur first."""
+    timing = "".join(f'"{key}":{micros(v)},' for key, v in (("ts", ts_ns), ("dur", dur_ns))
+                     if v is not None)
+    return "{" + timing + json.dumps(fields, separators=(",", ":"))[1:]
+
+
+def _pid(value: str | None) -> int | str | None:
+    return int(value) if value is not None and value.lstrip("-").isdigit() else value
+
+
+def _filter(iteration: int | None, alias: str) -> str:
+    return "" if iteration is None else f" AND {alias}.iteration = {int(iteration)}"
+
+
+def _host_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
+                 iteration: int | None) -> Iterator[str]:
+    cursor = con.execute(
+        "SELECT category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id "
+        f"FROM host_events AS h WHERE run_id = ? AND source_id = ?{_filter(iteration, 'h')} "
+        "ORDER BY ts_ns, event_id", [run_id, source])
+    while batch := cursor.fetchmany(BATCH):
+        for category, name, ts, dur, pid, tid, correlation, external in batch:
+            args: dict[str, Any] = {}
+            if external is not None:
+                args["External id"] = external
+            if correlation is not None:
+                args["correlation"] = correlation
+            fields = {"ph": "X", "cat": category, "name": name, "pid": _pid(pid),
+                      "tid": _pid(tid), "args": args}
+            yield _event(fields, ts, dur if dur is not None else 0)
+
+
+def _gpu_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
+                iteration: int | None) -> Iterator[str]:
+    levels = ", ".join(f"u.{x}" for x in LEVELS)
+    cursor = con.execute(
+        "WITH u AS (SELECT * FROM kernel_utilization WHERE run_id = ? AND source_id = ? "
+        "QUALIFY row_number() OVER (PARTITION BY kernel_id ORDER BY ncu_source_id) = 1) "
+        "SELECT k.kind, k.category, k.name, k.ts_ns, k.dur_ns, k.device_id, k.stream_id, "
+        "k.correlation_id, k.external_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, "
+        "k.block_z, k.registers_per_thread, k.shared_memory_bytes, k.bytes, u.ncu_id, "
+        f"{levels} FROM kernels AS k LEFT JOIN u ON u.kernel_id = k.kernel_id "
+        f"WHERE k.run_id = ? AND k.source_id = ?{_filter(iteration, 'k')} "
+        "ORDER BY k.ts_ns, k.kernel_id", [run_id, source, run_id, source])
+    while batch := cursor.fetchmany(BATCH):
+        for row in batch:
+            yield _gpu_event(row)
+
+
+def _gpu_event(row: tuple[Any, ...]) -> str:
+    (kind, category, name, ts, dur, device, stream, correlation, external, gx, gy, gz,
+     bx, by, bz, registers, shared, size, ncu_id, *levels) = row
+    args: dict[str, Any] = {"device": device, "stream": stream, "correlation": correlation}
+    if external is not None:
+        args["External id"] = external
+    if gx is not None:
+        args["grid"] = [gx, gy, gz]
+        args["block"] = [bx, by, bz]
+    for key, value in (("registers per thread", registers), ("shared memory", shared),
+                       ("bytes", size)):
+        if value is not None:
+            args[key] = value
+    if ncu_id is not None:
+        args["ncu id"] = ncu_id
+        args.update({f"ncu {x}": v for x, v in zip(LEVELS, levels) if v is not None})
+    fields = {"ph": "X", "cat": category or KINETO_CATEGORY.get(kind, kind), "name": name,
+              "pid": device, "tid": stream, "args": args}
+    return _event(fields, ts, dur)
+
+
+def _counters(con: duckdb.DuckDBPyConnection, run_name: str, source: int,
+              iteration: int | None) -> Iterator[str]:
+    """gpu_util of each iteration from its window's start; 0 after the last window."""
+    rows = con.execute(
+        "SELECT device_id, iteration, window_start_ns, window_ns, gpu_util FROM "
+        f"gpu_utilization AS g WHERE run_name = ? AND source_id = ?{_filter(iteration, 'g')} "
+        "ORDER BY device_id, window_start_ns", [run_name, source]).fetchall()
+    for i, (device, _it, start, window, util) in enumerate(rows):
+        yield _event({"ph": "C", "name": "gpu_util", "pid": device,
+                      "args": {"gpu_util": util if util is not None else 0}}, start, None)
+        last = i + 1 == len(rows) or rows[i + 1][0] != device
+        if last:
+            yield _event({"ph": "C", "name": "gpu_util", "pid": device,
+                          "args": {"gpu_util": 0}}, start + window, None)
+
+
+def _metadata(con: duckdb.DuckDBPyConnection, run_id: str, source: int) -> Iterator[str]:
+    for device, stream in con.execute(
+            "SELECT DISTINCT device_id, stream_id FROM kernels WHERE run_id = ? AND "
+            "source_id = ? AND device_id IS NOT NULL ORDER BY ALL", [run_id, source]
+            ).fetchall():
+        yield json.dumps({"ph": "M", "name": "process_name", "pid": device,
+                          "args": {"name": f"GPU {device}"}})
+        yield json.dumps({"ph": "M", "name": "thread_name", "pid": device, "tid": stream,
+                          "args": {"name": f"stream {stream}"}})
+
+
+def _header(con: duckdb.DuckDBPyConnection, run_id: str, source: int) -> dict[str, Any]:
+    devices = con.execute(
+        "SELECT device_id, name, compute_capability, sm_count, memory_bytes FROM devices "
+        "WHERE run_id = ? AND source_id = ? AND properties_source = 'deviceProperties' "
+        "ORDER BY device_id", [run_id, source]).fetchall()
+    properties = []
+    for device, name, cc, sms, memory in devices:
+        entry: dict[str, Any] = {"id": device, "name": name}
+        if cc and "." in cc:
+            major, minor = cc.split(".", 1)
+            entry.update(computeMajor=int(major), computeMinor=int(minor))
+        if sms is not None:
+            entry["numSms"] = sms
+        if memory is not None:
+            entry["totalGlobalMem"] = memory
+        properties.append(entry)
+    (rank,) = con.execute("SELECT any_value(rank) FROM kernels WHERE run_id = ? AND "
+                          "source_id = ?", [run_id, source]).fetchone() or (None,)
+    header: dict[str, Any] = {"schemaVersion": 1, "displayTimeUnit": "ns"}
+    if properties:
+        header["deviceProperties"] = properties
+    if rank is not None:
+        header["distributedInfo"] = {"rank": rank}
+    return header
+
+
+def _source(con: duckdb.DuckDBPyConnection, run: str, source: int | None) -> tuple[str, int]:
+    found = con.execute("SELECT run_id, [s.source_id FOR s IN sources IF s.role = 'trace'] "
+                        "FROM runs WHERE run_name = ?", [run]).fetchone()
+    if found is None:
+        raise EtlError(f"no run named {run} in the warehouse; `etl runs` lists them")
+    run_id, traces = found
+    if not traces:
+        raise EtlError(f"run {run} has no trace source to export")
+    if source is None and len(traces) > 1:
+        raise EtlError(f"run {run} has {len(traces)} trace sources (ranks); choose one with "
+                       f"--source ({', '.join(map(str, sorted(traces)))})")
+    chosen = traces[0] if source is None else source
+    if chosen not in traces:
+        raise EtlError(f"run {run} has no trace source {source}; its sources: "
+                       f"{', '.join(map(str, sorted(traces)))}")
+    return run_id, chosen
+
+
+def write_trace(con: duckdb.DuckDBPyConnection, run: str, out: IO[str],
+                iteration: int | None = None, source: int | None = None) -> int:
+    """Write the run's trace to `out`; the number of events written."""
+    run_id, source_id = _source(con, run, source)
+    if iteration is not None and not con.execute(
+            "SELECT 1 FROM iterations WHERE run_id = ? AND source_id = ? AND iteration = ?",
+            [run_id, source_id, iteration]).fetchall():
+        raise EtlError(f"run {run} has no iteration {iteration}")
+    header = json.dumps(_header(con, run_id, source_id))
+    out.write(header[:-1] + ', "traceEvents": [\n')
+    count = 0
+    for part in (_metadata(con, run_id, source_id),
+                 _host_events(con, run_id, source_id, iteration),
+                 _gpu_events(con, run_id, source_id, iteration),
+                 _counters(con, run, source_id, iteration)):
+        for text in part:
+            out.write(("," if count else "") + text + "\n")
+            count += 1
+    out.write("]}\n")
+    return count
+
+
+def export_trace(warehouse: str | os.PathLike[str], run: str, path: Path,
+                 iteration: int | None = None, source: int | None = None) -> int:
+    """Write the run's Chrome trace to `path` (atomically); the number of events."""
+    from etl.api import connect
+
+    con = connect(warehouse)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as out:
+            count = write_trace(con, run, out, iteration, source)
+        tmp.replace(path)
+    finally:
+        con.close()
+        tmp.unlink(missing_ok=True)
+    return count

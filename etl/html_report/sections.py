@@ -1,0 +1,253 @@
+"""The report's sections: each is charts with the numbers under them, or a reason why not.
+
+A `Section` holds `Figure`s; a figure is an SVG chart (or none) and the `Table` it was
+drawn from. Tables keep each cell's exact value (`data-value` in the HTML) beside the
+shown text, so a test can check the page against SQL.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from etl.html_report import data, svg
+
+if TYPE_CHECKING:
+    import duckdb
+
+TOP_N = 10
+LAYERS_SHOWN = 12
+LEVELS = ("gpu_util", "smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util")
+LEVEL_LABELS = {"gpu_util": "GPU", "smsp_active_util": "SMSP active",
+                "issue_slot_util": "issue slot", "tc_active_util": "tensor core active",
+                "tc_issue_util": "tensor core issue"}
+
+
+@dataclass
+class Table:
+    source: str                       # the view or table the rows come from
+    columns: list[str]
+    rows: list[list[Any]]
+
+    @classmethod
+    def of(cls, source: str, rows: Sequence[data.Row], columns: Sequence[str] | None = None
+           ) -> Table:
+        names = list(columns or (rows[0].keys() if rows else []))
+        return cls(source, names, [[r[c] for c in names] for r in rows])
+
+
+@dataclass
+class Figure:
+    title: str
+    table: Table
+    chart: str = ""                   # inline SVG; empty for a table alone
+    note: str = ""
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    figures: list[Figure] = field(default_factory=list)
+    empty: str = ""                   # why there is nothing to show
+    intro: str = ""
+
+
+def fmt(value: Any) -> str:
+    """A cell's text: ratios to 4 decimals, integers with separators, NULL as an em dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) < 10 else f"{value:,.1f}"
+    return str(value)
+
+
+def overview(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    table = Table.of("runs", data.runs_table(con, runs))
+    synthetic = [r[0] for r in table.rows if r[-1]]
+    intro = (f"Synthetic runs (generated, not measured): {', '.join(synthetic)}."
+             if synthetic else "")
+    return Section("overview", "Runs", [Figure("Runs in this report", table)], intro=intro)
+
+
+def batch_scaling(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    title = "Fig. 1, 3, 4: throughput, memory and levels against batch size"
+    if not data.has_relation(con, "batch_scaling"):
+        return Section("batch-scaling", title, empty="no batch_scaling view in this warehouse "
+                       "(GPU memory per run is not ingested yet), so these figures cannot be "
+                       "drawn")
+    return Section("batch-scaling", title, empty="batch_scaling exists but this report does "
+                   "not draw it yet")
+
+
+def fig5(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    title = "Fig. 5: utilization at four levels per run"
+    levels = data.run_levels(con, runs)
+    if not levels:
+        return Section("fig5", title, empty="no ncu export in these runs (run_utilization "
+                       "is empty: no trace kernel was matched to Nsight Compute counters)")
+    labels = [_device_label(r, levels) for r in levels]
+    series = [svg.Series(LEVEL_LABELS[x], [r[x] for r in levels]) for x in LEVELS]
+    chart = svg.bar_chart(title, labels, series, "utilization (0..1)", "run", y_max=1.0)
+    without = sorted(set(runs) - {r["run_name"] for r in levels})
+    note = f"No ncu export in: {', '.join(without)}." if without else ""
+    return Section("fig5", title, [Figure(title, Table.of("run_utilization", levels), chart,
+                                          note)])
+
+
+def _device_label(row: data.Row, all_rows: Sequence[data.Row]) -> str:
+    several = sum(r["run_name"] == row["run_name"] for r in all_rows) > 1
+    return f"{row['run_name']} r{row['rank']}/d{row['device_id']}" if several else row["run_name"]
+
+
+def fig6(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    title = "Fig. 6: issue-slot utilization over kernels"
+    values = data.issue_slot_values(con, runs)
+    if not values:
+        return Section("fig6", title, empty="no ncu export in these runs (no matched kernel "
+                       "has an issue-slot ratio)")
+    by_run: dict[str, list[float]] = {}
+    for r in values:
+        by_run.setdefault(r["run_name"], []).append(r["issue_slot_util"])
+    chart = svg.violin_chart(title, [_violin(n, v) for n, v in by_run.items()],
+                             "issue-slot utilization per kernel (0..1)")
+    table = Table.of("issue_slot_distribution", data.issue_slot_summary(con, runs))
+    return Section("fig6", title, [Figure(title, table, chart, "Density: Gaussian kernel "
+                                          "density estimate (scipy.stats.gaussian_kde, "
+                                          "Scott's bandwidth), each kernel counted once.")])
+
+
+def _violin(name: str, values: list[float]) -> svg.Violin:
+    import numpy as np
+    from scipy.stats import gaussian_kde
+
+    grid: list[float] = []
+    density: list[float] = []
+    if len(set(values)) > 1:  # a KDE of one distinct value is singular
+        lo, hi = min(values), max(values)
+        pad = (hi - lo) * 0.1
+        points = np.linspace(max(0.0, lo - pad), min(1.0, hi + pad), 80)
+        grid, density = points.tolist(), gaussian_kde(values)(points).tolist()
+    return svg.Violin(name, grid, density, values, sum(values) / len(values), max(values))
+
+
+def fig7(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    title = "Fig. 7: utilization per layer"
+    figures = []
+    for run in runs:
+        rows = data.layer_levels(con, run, LAYERS_SHOWN)
+        if not rows:
+            continue
+        label = f"{title} — {run} (top {LAYERS_SHOWN} by GPU time)"
+        series = [svg.Series(LEVEL_LABELS[x], [r[f"time_weighted_mean_{x}"] for r in rows])
+                  for x in data.LAYER_LEVELS]
+        chart = svg.hbar_chart(label, [r["layer_op"] for r in rows], series,
+                               "time-weighted mean utilization over kernels (0..1)", x_max=1.0)
+        figures.append(Figure(label, Table.of("layer_utilization", rows), chart))
+    empty = "" if figures else "no ncu export in these runs (layer_utilization is empty)"
+    return Section("fig7", title, figures, empty=empty)
+
+
+def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    title = "Fig. 8: cumulative GPU time against tensor-core issue utilization"
+    cdf = data.tc_cdf(con, runs)
+    if not cdf:
+        return Section("fig8", title, empty="no ncu export in these runs (no matched kernel "
+                       "has a tensor-core issue ratio)")
+    lines: dict[str, tuple[list[float], list[float]]] = {}
+    for r in cdf:
+        xs, ys = lines.setdefault(r["run_name"], ([], []))
+        xs.append(r["tc_issue_util"])
+        ys.append(r["cumulative_time_share"] or 0.0)
+    chart = svg.step_chart(title, [(n, xs, ys) for n, (xs, ys) in lines.items()],
+                           "tensor-core issue utilization of a kernel (0..1)",
+                           "share of GPU time at or below (0..1)")
+    return Section("fig8", title, [Figure(title, Table.of("tc_time_cdf", cdf), chart)])
+
+
+def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    title = "Amdahl's law: speed-up bound if only tensor-core kernels got faster"
+    if not data.has_relation(con, "tc_amdahl"):
+        return Section("amdahl", title, empty="no tc_amdahl view in this warehouse")
+    rows = data.amdahl(con, runs)
+    if not rows:
+        return Section("amdahl", title, empty="no ncu export in these runs (tc_amdahl needs "
+                       "the tensor-core counters of matched kernels)")
+    labels = [_device_label(r, rows) for r in rows]
+    series = [svg.Series(f"k = {k}", [r[f"speedup_bound_{k}_ratio"] for r in rows])
+              for k in ("k2", "k10", "inf")]
+    chart = svg.bar_chart(title, labels, series, "iteration speed-up bound (×)", "run")
+    return Section("amdahl", title, [Figure(title, Table.of("tc_amdahl", rows), chart)])
+
+
+def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
+    figures = [_busy_idle(con, run), _kind_breakdown(con, run)]
+    figures += [_top_kernels(con, run), _top_ops(con, run), _coverage(con, run),
+                _anomalies(con, run)]
+    for figure in figures:  # never a blank chart: a figure without rows says why
+        if not figure.table.rows:
+            figure.chart = ""
+            figure.note = figure.note or "no rows: this run has no GPU activity of this kind"
+    return Section(f"run-{index}", f"Run {run}", figures,
+                   intro="Memory and monitor samples: not in this warehouse yet (their "
+                   "extractors have not landed), so they are not shown.")
+
+
+def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.iterations(con, run)
+    title = f"{run}: busy and idle time per iteration"
+    several = len({(r["source_id"], r["device_id"]) for r in rows}) > 1
+    labels = [(f"r{r['rank']}/d{r['device_id']} " if several else "")
+              + ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
+              for r in rows]
+    series = [svg.Series("busy (a kernel running)", [r["busy_ns"] / 1e6 for r in rows]),
+              svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]
+    chart = svg.bar_chart(title, labels, series, "time (ms)", "iteration", stacked=True)
+    return Figure(title, Table.of("gpu_utilization", rows), chart)
+
+
+def _kind_breakdown(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.kinds(con, run)
+    title = f"{run}: GPU time by activity kind"
+    chart = svg.bar_chart(title, [r["kind"] for r in rows],
+                          [svg.Series("GPU time (ms)", [r["total_ns"] / 1e6 for r in rows])],
+                          "summed duration (ms)", "activity kind")
+    return Figure(title, Table.of("kernels", rows), chart)
+
+
+def _top_kernels(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.top_kernels(con, run, TOP_N)
+    title = f"{run}: top {TOP_N} kernels by GPU time"
+    chart = svg.hbar_chart(title, [r["kernel_name"] for r in rows],
+                           [svg.Series("share of busy time", [r["busy_share"] for r in rows])],
+                           "kernel time / busy time (0..1)")
+    return Figure(title, Table.of("kernel_summary", rows), chart)
+
+
+def _top_ops(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.top_ops(con, run, TOP_N)
+    title = f"{run}: top {TOP_N} operators by GPU time"
+    chart = svg.hbar_chart(title, [f"{r['op_name']} / {r['layer']}" for r in rows],
+                           [svg.Series("share of kernel time",
+                                       [r["gpu_time_share"] for r in rows])],
+                           "op's kernel time / all kernel time (0..1)")
+    return Figure(title, Table.of("op_time", rows), chart)
+
+
+def _coverage(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.match_coverage(con, run)
+    title = f"{run}: match coverage of the ncu export"
+    if not rows:
+        return Figure(title, Table.of("match_quality", rows), note="no ncu export in this run")
+    return Figure(title, Table.of("match_quality", rows))
+
+
+def _anomalies(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.anomalies(con, run)
+    title = f"{run}: anomalies"
+    return Figure(title, Table.of("anomalies", rows),
+                  note="" if rows else "no anomalies recorded for this run")

@@ -1,0 +1,96 @@
+"""`etl export-trace`: a Chrome trace that ingests back to the same kernels and levels."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("export")
+    assert cli("demo", str(root / "runs")).returncode == 0
+    assert cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh")).returncode == 0
+    return root
+
+
+def export(demo: Path, run: str, out: Path, *options: str) -> dict:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result = cli("export-trace", run, "--warehouse", str(demo / "wh"), "-o", str(out),
+                 *options)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(out.read_text())
+    assert result.stdout.strip() == f"wrote {out} ({len(doc['traceEvents'])} events)"
+    return doc
+
+
+def fetch(warehouse: Path, sql: str, run: str) -> list[tuple]:
+    import etl
+
+    con = etl.connect(warehouse)
+    try:
+        return con.execute(sql, [run]).fetchall()
+    finally:
+        con.close()
+
+
+KERNELS = ("SELECT kind, name, ts_ns, dur_ns, device_id, stream_id, correlation_id, op_name, "
+           "layer, iteration, grid_x, block_x FROM kernels JOIN runs USING (run_id) "
+           "WHERE run_name = ? ORDER BY ALL")
+UTIL = ("SELECT iteration, window_start_ns, window_ns, busy_ns, gpu_util FROM gpu_utilization "
+        "WHERE run_name = ? ORDER BY ALL")
+
+
+def test_round_trip(demo: Path) -> None:
+    export(demo, "resnet_amp_eager", demo / "back" / "again" / "trace.json")
+    ingest = cli("ingest", str(demo / "back" / "again"), "--warehouse", str(demo / "wh2"))
+    assert ingest.returncode == 0, ingest.stderr
+    original = fetch(demo / "wh", KERNELS, "resnet_amp_eager")
+    assert len(original) == 270
+    assert fetch(demo / "wh2", KERNELS, "again") == original
+    assert fetch(demo / "wh2", UTIL, "again") == fetch(demo / "wh", UTIL, "resnet_amp_eager")
+
+
+def test_ncu_levels_and_counters(demo: Path) -> None:
+    doc = export(demo, "resnet_amp_eager", demo / "t" / "trace.json")
+    events = doc["traceEvents"]
+    with_ncu = {(e["ts"], e["name"]): e["args"] for e in events if "ncu id" in e.get("args", {})}
+    levels = fetch(demo / "wh", "SELECT k.ts_ns, k.name, u.issue_slot_util, u.tc_issue_util "
+                   "FROM kernel_utilization AS u JOIN kernels AS k USING (run_id, source_id, "
+                   "kernel_id) WHERE u.run_name = ?", "resnet_amp_eager")
+    assert len(with_ncu) == len(levels) == 50
+    for ts_ns, name, issue, tc in levels:
+        args = with_ncu[(ts_ns / 1000, name)]
+        assert args["ncu issue_slot_util"] == pytest.approx(issue, rel=1e-12)
+        assert args["ncu tc_issue_util"] == pytest.approx(tc, rel=1e-12)
+    counters = [e for e in events if e["ph"] == "C"]
+    utils = fetch(demo / "wh", "SELECT gpu_util FROM gpu_utilization WHERE run_name = ? "
+                  "ORDER BY window_start_ns", "resnet_amp_eager")
+    assert [c["args"]["gpu_util"] for c in counters] == [u for (u,) in utils] + [0]
+    assert doc["deviceProperties"][0]["numSms"] == 108
+
+
+def test_one_iteration_of_one_rank(demo: Path) -> None:
+    doc = export(demo, "resnet_amp_ddp", demo / "i" / "trace.json", "--source", "1",
+                 "--iteration", "3")
+    gpu = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
+    (count,) = fetch(demo / "wh", "SELECT count(*) FROM kernels JOIN runs USING (run_id) "
+                     "WHERE run_name = ? AND source_id = 1 AND iteration = 3",
+                     "resnet_amp_ddp")[0]
+    assert len(gpu) == count > 0
+    assert doc["distributedInfo"] == {"rank": 1}
+    assert [e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith(
+        "ProfilerStep")] == ["ProfilerStep#3"]
+
+
+def test_errors_name_the_fix(demo: Path) -> None:
+    several = cli("export-trace", "resnet_amp_ddp", "--warehouse", str(demo / "wh"), "-o",
+                  str(demo / "x.json"))
+    assert several.returncode == 1 and "choose one with --source (0, 1)" in several.stderr
+    missing = cli("export-trace", "resnet_amp_eager", "--iteration", "9", "--warehouse",
+                  str(demo / "wh"), "-o", str(demo / "x.json"))
+    assert missing.returncode == 1 and "has no iteration 9" in missing.stderr
+    assert not (demo / "x.json").exists()
