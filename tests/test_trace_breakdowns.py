@@ -220,3 +220,21 @@ def test_stragglers_on_two_ranks(corpus: duckdb.DuckDBPyConnection) -> None:
         assert computation == oracle[(rank, device, iteration)]["computation_ns"]
         assert straggler == (rank == 1)
         assert computation > 1.05 * med_comp if rank == 1 else computation < med_comp
+
+
+@pytest.mark.parametrize("run_name,folder", [t for t in traces() if t[0] in (
+    "trace_filter", "nccl_parser_config", "h100_bert", "b200_eager", "amd_trace")])
+def test_memcpy_bandwidth_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
+                                             run_name: str, folder: Path) -> None:
+    for trace in _files(folder):
+        got = {tuple(r[:4]): (r[4], r[5], r[6]) for r in corpus.execute(
+            "SELECT rank, device_id, iteration, memory_kind, activity_count, total_bytes, "
+            "round(total_bytes / bandwidth_gb_per_s)::BIGINT FROM memcpy_bandwidth "
+            "WHERE run_name = ? AND source_id = ? AND device_id IS NOT NULL",
+            [run_name, _source(corpus, run_name, trace)]).fetchall()}
+        want = naive.copies(trace)
+        assert got.keys() == want.keys(), trace.name
+        for key, (count, total, dur) in want.items():
+            assert got[key][:2] == (count, total), (trace.name, key)
+            if total and dur:
+                assert got[key][2] == dur, (trace.name, key)

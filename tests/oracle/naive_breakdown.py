@@ -164,3 +164,29 @@ def median_by_iteration(rows: dict[tuple[Any, Any, Any], dict[str, int]], field:
     for (_, _, iteration), r in rows.items():
         values[iteration].append(r[field])
     return {i: statistics.median(v) for i, v in values.items()}
+
+
+def copies(path: str | Path) -> dict[tuple[Any, ...], tuple[int, int | None, int]]:
+    """(rank, device, iteration of the launch, direction) → (count, sum of bytes or None
+    when no activity gives them, sum of durations of those with bytes); direction from the
+    name 'Memcpy HtoD ...', 'memset' for sets."""
+    trace = load_trace(path)
+    events = x_events(trace)
+    iters = iterations(events)
+    launches = _launches(events)
+    out: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for e, t in _activities(events):
+        if t != "memory":
+            continue
+        name = str(e.get("name", ""))
+        direction = "memset" if e.get("cat") in ("gpu_memset", "Memset") else name[7:11]
+        launch = launches.get(args(e).get("correlation"))
+        i = step_of(to_ns(launch["ts"]), iters) if launch else None
+        acc = out[(rank_of(trace), args(e)["device"], iters[i][0] if i is not None else None,
+                   direction)]
+        acc[0] += 1
+        if args(e).get("bytes") is not None:
+            acc[1] += int(args(e)["bytes"])
+            acc[2] += to_ns(e["dur"])
+            acc[3] += 1
+    return {k: (v[0], v[1] if v[3] else None, v[2]) for k, v in out.items()}
