@@ -92,7 +92,7 @@ def test_tiny_kernel_breakdown(tiny: duckdb.DuckDBPyConnection) -> None:
 
 def test_tiny_idle_breakdown(tiny: duckdb.DuckDBPyConnection) -> None:
     # stream 7: [60,110) the copy was launched at 5 µs: other; [120,160) launched at 150 µs:
-    # host wait; [161,161.01) launched at 6 µs and under 30 ns: kernel wait
+    # host wait; [161,161.01) launched at 6 µs and under 30 µs: kernel wait
     got = rows(tiny, "SELECT stream_id, idle_category, interval_count, idle_ns, idle_share "
                "FROM idle_breakdown ORDER BY 1, 2")
     assert got == [(7, "host_wait", 1, 40_000, 40_000 / 90_010),

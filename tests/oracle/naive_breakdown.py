@@ -101,7 +101,7 @@ def kernel_types(path: str | Path) -> dict[tuple[Any, Any, Any, str], tuple[int,
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-def idle(path: str | Path, kernel_wait_ns: int = 30) -> dict[tuple[Any, ...], tuple[int, int]]:
+def idle(path: str | Path, kernel_wait_ns: int = 30_000) -> dict[tuple[Any, ...], tuple[int, int]]:
     """(rank, device, stream, iteration, category) → (interval count, idle ns): the gap
     before each activity of a stream since the latest earlier end, when positive."""
     trace = load_trace(path)
