@@ -304,8 +304,12 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
     import pyarrow as pa
 
     from etl.extract.trace_role import Sinks
+    from etl.kernel_types import with_kernel_types
 
-    sinks = Sinks(writers["host_events"].write, writers["kernels"].write,
+    def write_kernels(batch: pa.Table) -> None:  # every format's kernels get their types
+        writers["kernels"].write(with_kernel_types(batch))
+
+    sinks = Sinks(writers["host_events"].write, write_kernels,
                   writers["anomalies"].write, writers["host_events"].flush,
                   lambda name, rows: writers[name].write(rows))
     sources: list[Source] = []
