@@ -32,7 +32,7 @@ def field_maps() -> dict[str, Any]:
 @dataclass
 class MetricColumn:
     name: str                     # the instrument's field name
-    texts: list[str]              # one per row of the frame
+    texts: Any                    # one text per row of the frame (list or string array)
     header_unit: str | None = None
 
 
@@ -42,17 +42,29 @@ class Frame:
 
     instrument: str
     section: str                  # the field map's section (nvidia_smi, dcgm, ...)
-    sample_index: list[int]
-    device_index: list[int | None]
-    times: list[str | None] | None = None     # the time as printed; None: no time column
-    device_uuid: list[str | None] | None = None
-    device_bus_id: list[str | None] | None = None
+    # each a list or a pyarrow array, one entry per row
+    sample_index: Any
+    device_index: Any
+    times: Any = None             # the time as printed; None: no time column
+    device_uuid: Any = None
+    device_bus_id: Any = None
     metrics: list[MetricColumn] = field(default_factory=list)
     anomalies: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
         return len(self.sample_index)
+
+
+def arrow(values: Any, type_: pa.DataType) -> pa.Array:
+    """A pyarrow array of `type_` from a list or from pyarrow data (never row by row)."""
+    import pyarrow as pa
+
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values if values.type == type_ else values.cast(type_)
+    return pa.array(values, type_)
 
 
 def canonical(section: str, name: str) -> tuple[str, str | None]:
@@ -72,13 +84,41 @@ def _dcgm_by_id_or_exporter(name: str) -> dict[str, Any] | None:
     return None
 
 
-def parse_values(texts: list[str]) -> tuple[pa.Array, str | None, int]:
-    """(float64 values with nulls, the unit suffix the values carry, count not parsed)."""
+_UNIT_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ% "
+
+
+def parse_values(texts: Any) -> tuple[pa.Array, str | None, int]:
+    """(float64 values with nulls, the unit suffix the values carry, count not parsed).
+
+    Fast path: N/A to NULL, a trailing unit trimmed, one cast; a column with anything
+    else in it takes the regex path, which finds the bad values to count them."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    s = pc.utf8_trim_whitespace(pa.array(texts, pa.string()))
-    na = pc.is_in(s, value_set=pa.array(NA_TEXTS))
+    s = pc.utf8_trim_whitespace(arrow(texts, pa.string()))
+    na = pc.fill_null(pc.is_in(s, value_set=pa.array(NA_TEXTS)), True)
+    number = pc.utf8_rtrim(s, characters=_UNIT_CHARS)
+    try:
+        values = pc.cast(pc.if_else(na, pa.scalar(None, pa.string()), number), pa.float64())
+    except pa.ArrowInvalid:
+        return _parse_values_slowly(s, na)
+    return values, _suffix(s, number, na), 0
+
+
+def _suffix(s: pa.Array, number: pa.Array, na: pa.Array) -> str | None:
+    import pyarrow.compute as pc
+
+    first = pc.index(na, False).as_py()
+    if first < 0:
+        return None
+    suffix = s[first].as_py()[len(number[first].as_py()):].strip()
+    return suffix or None
+
+
+def _parse_values_slowly(s: pa.Array, na: pa.Array) -> tuple[pa.Array, str | None, int]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     parts = pc.extract_regex(s, _NUMBER)
     numbers = pc.struct_field(parts, "num")
     bad = pc.sum(pc.and_(pc.invert(na), pc.is_null(parts)).cast(pa.int64())).as_py() or 0
@@ -108,33 +148,86 @@ def convert(section: str, column: MetricColumn
 class Clock:
     """The source's times mapped to UTC, per row (see gpu_samples.clock)."""
 
-    ts_ns: list[int | None]
-    clock_ts_ns: list[int | None]
-    clock: list[str]
+    ts_ns: pa.Array
+    clock_ts_ns: pa.Array
+    clock: pa.Array
+
+
+_ZONED = r"(?:Z|[+-][0-9]{2}:?[0-9]{2})$"
 
 
 def map_clock(frame: Frame, timezone: str | None, what: str) -> Clock:
+    """Column-wise when the times are ISO-like (Arrow's parser), else one distinct text at
+    a time (dmon's 20261124 10:00:00)."""
+    import pyarrow as pa
+
     n = frame.rows
     if frame.times is None:
         frame.anomalies.append(("samples_without_time", (
             f"{what}: no time column; samples keep their order as sample_index, ts_ns is NULL")))
-        return Clock([None] * n, [None] * n, ["none"] * n)
+        nulls = pa.nulls(n, pa.int64())
+        return Clock(nulls, nulls, pa.repeat(pa.scalar("none"), n))
     zone = _zone(timezone, frame, what)
-    parsed = {t: parse_time(t) for t in set(frame.times) if t is not None}
-    unparsed = sum(1 for t in frame.times if t is not None and parsed[t] is None)
+    times = arrow(frame.times, pa.string())
+    try:
+        clock = _vector_clock(times, zone, timezone)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        clock = _text_clock(times, zone, timezone, frame, what)
+    _flag_unaligned(clock, frame, what)
+    return clock
+
+
+def _vector_clock(times: pa.Array, zone: ZoneInfo | None, timezone: str | None) -> Clock:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.replace_substring(pc.utf8_trim_whitespace(times), "/", "-")
+    zoned = pc.fill_null(pc.match_substring_regex(text, _ZONED), False)
+    utc = pc.cast(pc.if_else(zoned, text, pa.scalar(None, pa.string())),
+                  pa.timestamp("ns", tz="UTC")).cast(pa.int64())
+    naive_ts = pc.cast(pc.if_else(zoned, pa.scalar(None, pa.string()), text),
+                       pa.timestamp("ns"))
+    naive = naive_ts.cast(pa.int64())
+    if zone is not None:
+        local = pc.assume_timezone(naive_ts, timezone=timezone, ambiguous="earliest",
+                                   nonexistent="earliest").cast(pa.int64())
+        label = f"timezone:{timezone}"
+    else:
+        local, label = pa.nulls(len(text), pa.int64()), "unaligned"
+    ts = pc.if_else(zoned, utc, local)
+    reading = pc.if_else(zoned, utc, naive)
+    kind = pc.if_else(zoned, pa.scalar("utc"), pa.scalar(label))
+    kind = pc.if_else(pc.is_null(reading), pa.scalar("none"), kind)
+    return Clock(ts, reading, kind)
+
+
+def _text_clock(times: pa.Array, zone: ZoneInfo | None, timezone: str | None, frame: Frame,
+                what: str) -> Clock:
+    import pyarrow as pa
+
+    values = times.to_pylist()
+    parsed = {t: parse_time(t) for t in set(values) if t is not None}
+    unparsed = sum(1 for t in values if t is not None and parsed[t] is None)
     if unparsed:
         frame.anomalies.append(("unparsed_time", f"{what}: {unparsed} sample time(s) could "
                                 "not be read; their ts_ns is NULL"))
     mapped = {t: _to_utc(p, zone, timezone) for t, p in parsed.items()}
     none = (None, None, "none")
-    rows = [mapped.get(t, none) if t is not None else none for t in frame.times]
-    unaligned = sum(1 for r in rows if r[2] == "unaligned")
+    rows = [mapped.get(t, none) if t is not None else none for t in values]
+    return Clock(pa.array([r[0] for r in rows], pa.int64()),
+                 pa.array([r[1] for r in rows], pa.int64()),
+                 pa.array([r[2] for r in rows], pa.string()))
+
+
+def _flag_unaligned(clock: Clock, frame: Frame, what: str) -> None:
+    import pyarrow.compute as pc
+
+    unaligned = pc.sum(pc.equal(clock.clock, "unaligned").cast("int64")).as_py() or 0
     if unaligned:
         frame.anomalies.append(("clock_unaligned", (
             f"{what}: {unaligned} sample time(s) are local time without a zone and run.toml "
             "has no timezone: kept with ts_ns NULL (clock_ts_ns holds the local reading); "
             "add timezone = \"Area/City\" to run.toml to align them")))
-    return Clock([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
 
 
 def _zone(timezone: str | None, frame: Frame, what: str) -> ZoneInfo | None:
@@ -160,9 +253,9 @@ def _to_utc(moment: datetime | None, zone: ZoneInfo | None, timezone: str | None
             ) -> tuple[int | None, int | None, str]:
     if moment is None:
         return None, None, "none"
-    reading = _ns(moment.replace(tzinfo=UTC))  # the printed reading, zone dropped
     if moment.tzinfo is not None:
-        return _ns(moment), reading, "utc"
+        return _ns(moment), _ns(moment), "utc"
+    reading = _ns(moment.replace(tzinfo=UTC))  # the printed local reading
     if zone is None:
         return None, reading, "unaligned"
     return _ns(moment.replace(tzinfo=zone)), reading, f"timezone:{timezone}"
@@ -173,17 +266,17 @@ def _ns(moment: datetime) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-def order_anomalies(device: list[int | None], ts: list[int | None], what: str
-                    ) -> list[tuple[str, str]]:
+def order_anomalies(device: pa.Array, ts: pa.Array, what: str) -> list[tuple[str, str]]:
     """Samples out of order or repeated (same device and time), and clock jumps (a gap
     over 100 times the device's median interval and over 60 s)."""
     import numpy as np
+    import pyarrow.compute as pc
 
-    keep = [i for i, t in enumerate(ts) if t is not None]
-    if len(keep) < 2:
+    keep = pc.is_valid(ts)
+    if (pc.sum(keep.cast("int64")).as_py() or 0) < 2:
         return []
-    dev = np.array([-1 if device[i] is None else device[i] for i in keep], np.int64)
-    t = np.array([ts[i] for i in keep], np.int64)
+    dev = pc.fill_null(device.filter(keep).cast("int64"), -1).to_numpy()
+    t = ts.filter(keep).to_numpy()
     order = np.argsort(dev, kind="stable")
     dev, t = dev[order], t[order]
     same = dev[1:] == dev[:-1]
@@ -210,15 +303,17 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
     import pyarrow as pa
 
     clock = map_clock(frame, timezone, what)
-    frame.anomalies += order_anomalies(frame.device_index, clock.ts_ns, what)
+    device = arrow(frame.device_index, pa.int32())
+    frame.anomalies += order_anomalies(device, clock.ts_ns, what)
+    none = pa.nulls(frame.rows, pa.string())
     keys = {
-        "sample_index": pa.array(frame.sample_index, pa.int64()),
-        "device_index": pa.array(frame.device_index, pa.int32()),
-        "device_uuid": pa.array(frame.device_uuid or [None] * frame.rows, pa.string()),
-        "device_bus_id": pa.array(frame.device_bus_id or [None] * frame.rows, pa.string()),
-        "ts_ns": pa.array(clock.ts_ns, pa.int64()),
-        "clock_ts_ns": pa.array(clock.clock_ts_ns, pa.int64()),
-        "clock": pa.array(clock.clock, pa.string()),
+        "sample_index": arrow(frame.sample_index, pa.int64()),
+        "device_index": device,
+        "device_uuid": none if frame.device_uuid is None else arrow(frame.device_uuid,
+                                                                    pa.string()),
+        "device_bus_id": none if frame.device_bus_id is None else arrow(
+            frame.device_bus_id, pa.string()),
+        "ts_ns": clock.ts_ns, "clock_ts_ns": clock.clock_ts_ns, "clock": clock.clock,
     }
     parts = []
     bad_total = 0
