@@ -69,7 +69,7 @@ def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: P
 
 def _ingest(export: Export, source_id: int, gpu_override: str | None, sinks: Sinks
             ) -> NsysResult:
-    strings = export.strings()
+    strings = _string_table(export.strings())
     start_utc = export.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
     anomalies: list[tuple[str, int | None, str]] = []
     if not isinstance(start_utc, int):
@@ -102,9 +102,23 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, sinks: Sin
                       kernel_table.num_rows, len(anomalies))
 
 
-def _host(export: Export, strings: dict[int, str]) -> dict[str, Any]:
-    """Runtime and driver calls, then NVTX ranges, as numpy/list columns."""
+def _string_table(strings: dict[int, str]) -> tuple[pa.Array, pa.Array]:
     import pyarrow as pa
+
+    return pa.array(list(strings), pa.int64()), pa.array(list(strings.values()), pa.string())
+
+
+def _lookup(ids: pa.Array, strings: tuple[pa.Array, pa.Array]) -> pa.Array:
+    """StringIds values of `ids`, column-wise (NULL for an id StringIds lacks)."""
+    import pyarrow.compute as pc
+
+    return pc.take(strings[1], pc.index_in(ids, value_set=strings[0]))
+
+
+def _host(export: Export, strings: tuple[pa.Array, pa.Array]) -> dict[str, Any]:
+    """Runtime and driver calls, then NVTX ranges, as numpy and pyarrow columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     i64 = pa.int64()
     parts = []
@@ -112,32 +126,30 @@ def _host(export: Export, strings: dict[int, str]) -> dict[str, Any]:
                             ("CUPTI_ACTIVITY_KIND_DRIVER", "cuda_driver")):
         cols = export.read(table, "calls", {"start": i64, "end": i64, "thread": i64,
                                             "correlation": i64, "name": i64})
-        names = [strings.get(i) if i is not None else None for i in cols["name"].to_pylist()]
-        parts.append((category, cols, names, False))
+        parts.append((category, cols, _lookup(cols["name"], strings), False))
     ranges = column_map()["nvtx_ranges"]["types"]
     nvtx = export.read("NVTX_EVENTS", "nvtx", {
         "start": i64, "end": i64, "event_type": i64, "text": pa.string(), "text_id": i64,
         "thread": i64})
     keep = np.isin(nvtx["event_type"].fill_null(-1).to_numpy(), ranges)
     nvtx = {k: v.filter(pa.array(keep)) for k, v in nvtx.items()}
-    texts = nvtx["text"].to_pylist()
-    names = [t if t is not None else strings.get(i) if i is not None else None
-             for t, i in zip(texts, nvtx["text_id"].to_pylist())]
+    names = pc.coalesce(nvtx["text"], _lookup(nvtx["text_id"], strings))
     nvtx["correlation"] = pa.nulls(len(names), i64)
     parts.append(("nvtx", nvtx, names, True))
     return _concat_host(parts)
 
 
-def _concat_host(parts: list[tuple[str, dict[str, Any], list[str | None], bool]]
-                 ) -> dict[str, Any]:
+def _concat_host(parts: list[tuple[str, dict[str, Any], pa.Array, bool]]) -> dict[str, Any]:
+    import pyarrow as pa
+
     out: dict[str, Any] = {"category": [], "name": [], "is_range": []}
     arrays: dict[str, list[np.ndarray]] = {k: [] for k in ("start", "end", "thread", "corr",
                                                            "has_corr", "has_end")}
     for category, cols, names, is_range in parts:
         n = len(names)
-        out["category"] += [category] * n
-        out["name"] += names
-        out["is_range"] += [is_range] * n
+        out["category"].append(pa.repeat(pa.scalar(category), n))
+        out["name"].append(names)
+        out["is_range"].append(np.full(n, is_range))
         arrays["start"].append(cols["start"].fill_null(0).to_numpy())
         arrays["end"].append(cols["end"].fill_null(-1).to_numpy())
         arrays["has_end"].append(cols["end"].is_valid().to_numpy(zero_copy_only=False))
@@ -146,37 +158,40 @@ def _concat_host(parts: list[tuple[str, dict[str, Any], list[str | None], bool]]
         arrays["has_corr"].append(cols["correlation"].is_valid().to_numpy(zero_copy_only=False))
     for key, chunks in arrays.items():
         out[key] = np.concatenate(chunks) if chunks else np.array([], np.int64)
-    out["is_range"] = np.array(out["is_range"], bool)
+    out["is_range"] = np.concatenate(out["is_range"]) if parts else np.array([], bool)
+    out["category"] = pa.concat_arrays(out["category"])
+    out["name"] = pa.concat_arrays(out["name"])
     return out
 
 
-def _activities(export: Export, strings: dict[int, str], first_id: int) -> dict[str, Any]:
+def _activities(export: Export, strings: tuple[pa.Array, pa.Array], first_id: int
+                ) -> dict[str, Any]:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     i64 = pa.int64()
     keys = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
             "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
             "dynamic_shared", "bytes", "copy_kind")
-    tables = []
+    copy_kinds = column_map()["copy_kinds"]
+    copy_names = (pa.array([int(k) for k in copy_kinds], i64),
+                  pa.array([f"[CUDA memcpy {v}]" for v in copy_kinds.values()]))
+    tables, names = [], []
     for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
                         ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                         ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
         cols = export.read(table, "activity", {k: i64 for k in keys})
         t = pa.table(cols)
         tables.append(t.append_column("kind", pa.repeat(pa.scalar(kind), t.num_rows)))
-    gpu = pa.concat_tables(tables)
-    copy_kinds = column_map()["copy_kinds"]
-    names = []
-    for kind, name_id, copy_kind in zip(gpu.column("kind").to_pylist(),
-                                        gpu.column("name").to_pylist(),
-                                        gpu.column("copy_kind").to_pylist()):
         if kind == "kernel":
-            names.append(strings.get(name_id) if name_id is not None else None)
+            names.append(_lookup(cols["name"], strings))
         elif kind == "memcpy":
-            names.append(f"[CUDA memcpy {copy_kinds.get(str(copy_kind), 'Unknown')}]")
+            names.append(pc.fill_null(_lookup(cols["copy_kind"], copy_names),
+                                      "[CUDA memcpy Unknown]"))
         else:
-            names.append("[CUDA memset]")
-    return {"table": gpu, "names": names,
+            names.append(pa.repeat(pa.scalar("[CUDA memset]"), t.num_rows))
+    gpu = pa.concat_tables(tables)
+    return {"table": gpu, "names": pa.concat_arrays(names),
             "ids": np.arange(first_id, first_id + gpu.num_rows, dtype=np.int64)}
 
 
@@ -192,7 +207,7 @@ def _steps(host: dict[str, Any]) -> Steps:
     patterns = [re.compile(p) for p in column_map()["steps"]["patterns"]]
     rows, numbers = [], []
     for i in np.flatnonzero(host["is_range"]):
-        name = host["name"][i] or ""
+        name = host["name"][int(i)].as_py() or ""
         m = next((m for p in patterns if (m := p.match(name))), None)
         if m is not None:
             rows.append(i)
@@ -234,11 +249,12 @@ def _link(host: dict[str, Any], gpu: dict[str, Any], steps: Steps,
                            host["is_range"] & ~step_rows)
     iteration = link.assign_iterations(steps.start, steps.end, steps.number, host["start"],
                                        np.ones(n, bool))
-    kinds = table.column("kind").to_pylist()
-    for i in np.flatnonzero(launch == link.NONE):
-        if kinds[i] == "kernel":
-            anomalies.append(("kernel_without_launch", int(gpu["ids"][i]),
-                              "no runtime or driver call with this correlation id"))
+    import pyarrow.compute as pc
+
+    kernel = pc.equal(table.column("kind"), "kernel").to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero((launch == link.NONE) & kernel):
+        anomalies.append(("kernel_without_launch", int(gpu["ids"][i]),
+                          "no runtime or driver call with this correlation id"))
     return Links(launch, links.parent, links.layer, iteration)
 
 
@@ -260,12 +276,12 @@ def _host_table(host: dict[str, Any], links: Links, source_id: int, offset: np.i
         "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n),
         "rank": pa.nulls(n, pa.int32()),
         "event_id": pa.array(np.arange(n, dtype=np.int64)),
-        "category": pa.array(host["category"], pa.string()),
-        "name": pa.array(host["name"], pa.string()),
+        "category": host["category"],
+        "name": host["name"],
         "ts_ns": pa.array(host["start"] + offset),
         "dur_ns": _opt(dur, host["has_end"]),
-        "pid": pa.array([str(p) for p in ((thread >> 24) & 0xFFFFFF).tolist()], pa.string()),
-        "tid": pa.array([str(t) for t in (thread & 0xFFFFFF).tolist()], pa.string()),
+        "pid": pa.array((thread >> 24) & 0xFFFFFF).cast(pa.string()),
+        "tid": pa.array(thread & 0xFFFFFF).cast(pa.string()),
         "correlation_id": _opt(host["corr"], host["has_corr"]),
         "external_id": pa.nulls(n, pa.int64()),
         "parent_event_id": _opt(parent, parent != link.NONE),
@@ -285,7 +301,7 @@ def _kernel_table(gpu: dict[str, Any], links: Links, host: dict[str, Any], sourc
     safe = np.where(found, launch, 0)
     layer_row = links.layer[safe] if len(links.layer) else np.full(n, link.NONE)
     layer_row = np.where(found, layer_row, link.NONE)
-    layer = [host["name"][r] if r != link.NONE else None for r in layer_row.tolist()]
+    layer = pc.take(host["name"], pa.array(layer_row, pa.int64(), mask=layer_row == link.NONE))
     iteration = links.host_iteration[safe] if len(links.host_iteration) else np.full(n, -1)
     iteration = np.where(found, iteration, link.NONE)
     shared = pc.add(t.column("static_shared"), t.column("dynamic_shared"))
@@ -297,7 +313,7 @@ def _kernel_table(gpu: dict[str, Any], links: Links, host: dict[str, Any], sourc
         "category": t.column("kind"),
         "device_id": t.column("device").cast(pa.int32()),
         "stream_id": t.column("stream"),
-        "name": pa.array(gpu["names"], pa.string()),
+        "name": gpu["names"],
         "ts_ns": pc.add(t.column("start"), int(offset)),
         "dur_ns": pc.subtract(t.column("end"), t.column("start")),
         "correlation_id": t.column("correlation"),
@@ -310,7 +326,7 @@ def _kernel_table(gpu: dict[str, Any], links: Links, host: dict[str, Any], sourc
         "launch_event_id": _opt(safe, found),
         "op_event_id": pa.nulls(n, pa.int64()),
         "op_name": pa.nulls(n, pa.string()),
-        "layer": pa.array(layer, pa.string()),
+        "layer": layer,
         "iteration": _opt(iteration, iteration != link.NONE),
     })
 
