@@ -32,7 +32,7 @@ def looks_like_nsys_rep(head: bytes) -> bool:
     return False  # recognised by its name only (.nsys-rep): its magic is not documented
 
 
-FILLS = ("host_events", "kernels", "iterations", "devices", "anomalies")
+FILLS = ("host_events", "kernels", "iterations", "devices", "gpu_samples", "anomalies")
 FORMATS = (
     Format(
         name="nsys_sqlite", family="nsys", role="trace",
