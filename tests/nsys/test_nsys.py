@@ -59,6 +59,11 @@ def test_resnet_export_links_launches_layers_and_never_popped_steps() -> None:
     assert [i["iteration"] for i in its] == list(range(10, 20))
     # the iterationN ranges are never popped: each ends where the next starts
     assert all(a["end_ns"] == b["start_ns"] for a, b in zip(its, its[1:]))
+    # the last one ends with the last GPU activity launched from it (the run's last
+    # kernel), not at the capture's end 0.48 s later, and says it was inferred
+    last_kernel_end = max(k["ts_ns"] + k["dur_ns"] for k in got["kernels"])
+    assert its[-1]["end_ns"] == last_kernel_end
+    assert [a["kind"] for a in got["anomalies"]] == ["step_end_inferred"]
     per_iteration = {}
     for k in kernels:
         if k["iteration"] is not None:

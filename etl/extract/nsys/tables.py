@@ -10,7 +10,8 @@ ranges (host_events), then kernels, copies and sets (kernels). Links are etl/lin
 a GPU activity's launch is the call with its correlation id; its layer the innermost
 NVTX range (not a step) enclosing the launch on the launching thread; iterations are NVTX
 step ranges (columns.toml [steps]); a range never popped (the corpus ResNet-18 run's
-"iterationN") ends where the next step starts.
+"iterationN") ends where the next step starts, and the last such one with the last GPU
+activity launched from it (not at the end of the capture).
 """
 from __future__ import annotations
 
@@ -84,6 +85,11 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, sinks: Sin
                          "profile with -t cuda,nvtx and export again")
     steps = _steps(host)
     links = _link(host, gpu, steps, anomalies)
+    if _close_last_step(steps, host, gpu, links):
+        anomalies.append(("step_end_inferred", int(steps.rows[-1]), (
+            "the NVTX step ranges are never popped: each ends where the next starts, the "
+            "last with the last GPU activity launched from it (work after the loop, if "
+            "any, is counted in it)")))
     offset = np.int64(start_utc)
     host_table = _host_table(host, links, source_id, offset)
     kernel_table = _kernel_table(gpu, links, host, source_id, offset)
@@ -201,6 +207,7 @@ class Steps:
     number: np.ndarray
     start: np.ndarray
     end: np.ndarray
+    unpopped: bool = False     # ranges never popped (ended by the capture)
 
 
 def _steps(host: dict[str, Any]) -> Steps:
@@ -217,10 +224,32 @@ def _steps(host: dict[str, Any]) -> Steps:
     r = r[order]
     start = host["start"][r]
     end = np.where(host["has_end"][r], host["end"][r], np.iinfo(np.int64).max)
+    unpopped = bool(len(r) > 1 and (end[:-1] > start[1:]).any())
     if len(r) > 1:  # a step never popped ends where the next one starts
         end[:-1] = np.minimum(end[:-1], start[1:])
     end = np.where(end == np.iinfo(np.int64).max, start, end)
-    return Steps(r, np.array(numbers, np.int64)[order], start, end)
+    return Steps(r, np.array(numbers, np.int64)[order], start, end, unpopped)
+
+
+def _close_last_step(steps: Steps, host: dict[str, Any], gpu: dict[str, Any],
+                     links: Links) -> bool:
+    """When the steps were never popped, the last one ends with the last GPU activity
+    launched from it (not at the capture's end: teardown calls follow it)."""
+    if not steps.unpopped:
+        return False
+    import pyarrow.compute as pc
+
+    last = steps.number[-1]
+    launched = links.launch != link.NONE
+    iteration = np.where(launched, links.host_iteration[np.where(launched, links.launch, 0)],
+                         link.NONE)
+    ends = pc.fill_null(gpu["table"].column("end"), 0).to_numpy()[iteration == last]
+    if len(ends):
+        steps.end[-1] = max(int(ends.max()), int(steps.start[-1]))
+        links.host_iteration = link.assign_iterations(
+            steps.start, steps.end, steps.number, host["start"], np.ones(len(host["start"]),
+                                                                         bool))
+    return True
 
 
 @dataclass
