@@ -16,6 +16,10 @@ What the three runs exercise:
 - DDP: two ranks (one gzipped file, one plain), `distributedInfo`, an NCCL all-reduce per
   step on a second stream overlapping the backward pass, and two files the ingest must
   skip (`train.log`, `config.json`).
+- resnet_amp_nsys: the run as Nsight Systems and two GPU monitors see it (etl/demo_nsys.py):
+  an nsys SQLite export on the wall clock, nvidia-smi in local time (run.toml timezone) and
+  DCGM exporter scrapes, so that instrument_comparison shows "~100% busy, tensor cores
+  active ~3%".
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from etl.demo_ncu import write_ncu_export
+from etl.demo_nsys import write_nsys_demo
 
 ITERATIONS = 5
 # The step the ncu exports profile: the one run_summary selects (the first steady step), so
@@ -193,7 +198,28 @@ def write_demo(dest: Path, seed: int = 0) -> list[Path]:
         if run.world_size > 1:
             _write_unrelated_files(folder)
         folders.append(folder)
+    folders.append(_write_nsys_run(dest, seed))
     return folders
+
+
+NSYS_RUN = "resnet_amp_nsys"
+NSYS_TIMEZONE = "Europe/Berlin"
+
+
+def _write_nsys_run(dest: Path, seed: int) -> Path:
+    folder = dest / NSYS_RUN
+    folder.mkdir()
+    write_nsys_demo(folder, f"{seed}:{NSYS_RUN}", BASE_TIME_NS + 3_600_000_000_000,
+                    NSYS_TIMEZONE)
+    (folder / "run.toml").write_text("\n".join([
+        "# SYNTHETIC run written by `etl demo` (etl/demo_nsys.py): generated, not measured.",
+        "# An nsys export and two monitor logs of one made-up run; no GPU was used.",
+        'model = "resnet50-synthetic"', 'framework = "pytorch"', 'exec_mode = "eager"',
+        'precision = "amp"', "batch_size = 64", f'gpu = "{GPU_NAME}"',
+        'tags = ["synthetic", "demo", "nsys"]', "synthetic = true",
+        f'timezone = "{NSYS_TIMEZONE}"  # nvidia-smi prints local time without a zone', ""]),
+        encoding="utf-8")
+    return folder
 
 
 def _run_toml(run: RunSpec) -> str:

@@ -19,6 +19,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "precision": str, "batch_size": int, "gpu": str, "tags": list, "sm_count": int,
     "synthetic": bool, "notes": str, "compute_capability": str,
     "ncu_iteration": int,  # the iteration the run's ncu export profiled
+    "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
 }
 
 

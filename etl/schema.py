@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
-          "ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match")
+          "ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
+          "gpu_samples")
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def test_comparison_keeps_runs_without_ncu(demo: Path) -> None:
     rows = query_json(demo, "SELECT run_name, gpu_util, smsp_active_util, ncu_reason "
                       "FROM run_comparison ORDER BY run_name")
     assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_eager",
-                                             "resnet_fp32_eager"]
+                                             "resnet_amp_nsys", "resnet_fp32_eager"]
     ddp = rows[0]
     assert ddp["ncu_reason"] == "no ncu export in the run" and ddp["smsp_active_util"] is None
     assert 0 < ddp["gpu_util"] < 1

@@ -1,0 +1,73 @@
+"""Write a big nsys SQLite export for bench/nsys_bench.py, from the corpus export's schema.
+
+The tables this project reads are created with the corpus nsys 2024.6 export's own DDL
+(read from its sqlite_master at generation time: nothing of the corpus is copied into the
+repository), seeded with that export's rows, and the GPU activities and runtime calls
+are repeated, shifted in time and correlation id, until the file reaches --mb.
+
+    python bench/make_nsys_export.py --mb 1000 --out bench/.cache/nsys_1000mb.sqlite
+"""
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT.parent / "shared" / "corpus" / "nsys" / "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite"
+TABLES = ("StringIds", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_GPU",
+          "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+          "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS")
+REPEATED = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+COPIES_PER_BATCH = 20
+
+
+def make(out: Path, megabytes: int, seed: Path = SEED) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.unlink(missing_ok=True)
+    con = sqlite3.connect(out)
+    con.execute("PRAGMA journal_mode = OFF")
+    con.execute("PRAGMA synchronous = OFF")
+    con.execute(f"ATTACH DATABASE '{seed.resolve().as_uri()}?mode=ro' AS seed")
+    for table in TABLES:
+        [(ddl,)] = con.execute("SELECT sql FROM seed.sqlite_master WHERE name = ?", (table,))
+        con.execute(ddl)
+        con.execute(f"INSERT INTO main.{table} SELECT * FROM seed.{table}")
+    con.commit()
+    span, corr = con.execute("SELECT max(end) - min(start) + 1000000, max(correlationId) + 1 "
+                             "FROM seed.CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    copy = 1
+    while out.stat().st_size < megabytes * 1_000_000:
+        for table in REPEATED:
+            _repeat(con, table, copy, span, corr)
+        con.commit()
+        copy += COPIES_PER_BATCH
+    con.execute("DETACH DATABASE seed")
+    con.close()
+    return out
+
+
+def _repeat(con: sqlite3.Connection, table: str, first: int, span: int, corr: int) -> None:
+    columns = [r[1] for r in con.execute(f"PRAGMA seed.table_info({table})")]
+    shifted = {"start": f"start + k * {span}", "end": f"end + k * {span}",
+               "correlationId": f"correlationId + k * {corr}"}
+    select = ", ".join(shifted.get(c, f'"{c}"') for c in columns)
+    con.execute(f"""
+        WITH RECURSIVE copies(k) AS (
+            SELECT {first} UNION ALL SELECT k + 1 FROM copies
+            WHERE k + 1 < {first + COPIES_PER_BATCH})
+        INSERT INTO main.{table} SELECT {select} FROM seed.{table}, copies""")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".cache" / "nsys.sqlite")
+    args = parser.parse_args()
+    path = make(args.out, args.mb)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()

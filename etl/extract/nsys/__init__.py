@@ -1,0 +1,59 @@
+"""Nsight Systems: the SQLite export (kernels, copies, sets, runtime/driver calls, NVTX
+ranges, GPUs, session start, GPU_METRICS) and `nsys stats` cuda_gpu_trace CSV → the trace
+tables (host_events, kernels, iterations, devices) and gpu_samples.
+
+columns.toml maps each table's columns (found by name: the schema changed between nsys
+2022.1 and 2025.5); sqlite_export.py reads an export, tables.py turns it into rows,
+stats_csv.py reads the stats CSV. This module stays light: run-folder scanning imports it.
+"""
+from __future__ import annotations
+
+import re
+
+from etl.extract.registry import Format
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+# table names that only an nsys export has, in its schema page(s)
+_NSYS_TABLES = (b"TARGET_INFO_SESSION_START_TIME", b"CUPTI_ACTIVITY_KIND_", b"NVTX_EVENTS",
+                b"TARGET_INFO_GPU")
+_GPU_TRACE_HEADER = re.compile(rb"^(?:\xef\xbb\xbf)?Start \(ns\),Duration \(ns\),CorrId,")
+EXPORT_COMMAND = "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-rep"
+
+
+def looks_like_nsys_sqlite(head: bytes) -> bool:
+    return head.startswith(SQLITE_MAGIC) and any(t in head for t in _NSYS_TABLES)
+
+
+def looks_like_gpu_trace_csv(head: bytes) -> bool:
+    return _GPU_TRACE_HEADER.match(head) is not None
+
+
+def looks_like_nsys_rep(head: bytes) -> bool:
+    return False  # recognised by its name only (.nsys-rep): its magic is not documented
+
+
+FILLS = ("host_events", "kernels", "iterations", "devices", "gpu_samples", "anomalies")
+FORMATS = (
+    Format(
+        name="nsys_sqlite", family="nsys", role="trace",
+        reads="Nsight Systems SQLite export (nsys export --type sqlite, or the .sqlite "
+              "nsys stats writes); schemas of nsys 2022.1 to 2025.5",
+        recognised_by="the SQLite magic and nsys table names (TARGET_INFO_SESSION_START_TIME, "
+                      "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS) in the schema",
+        fills=FILLS, sniff=looks_like_nsys_sqlite,
+        reader="etl.extract.nsys.tables:ingest_sqlite"),
+    Format(
+        name="nsys_gpu_trace_csv", family="nsys", role="trace",
+        reads="nsys stats --report cuda_gpu_trace --format csv (kernels, copies, sets; "
+              "no launches or iterations)",
+        recognised_by="the header Start (ns),Duration (ns),CorrId,...",
+        fills=("kernels", "iterations", "devices", "anomalies"),
+        sniff=looks_like_gpu_trace_csv, reader="etl.extract.nsys.stats_csv:ingest_gpu_trace"),
+    Format(
+        name="nsys_rep", family="nsys", role="trace",
+        reads="Nsight Systems binary report (refused: export it to SQLite first)",
+        recognised_by="the name suffix .nsys-rep (or .qdrep)",
+        fills=(), sniff=looks_like_nsys_rep, claims=(".nsys-rep", ".qdrep"),
+        reader="etl.extract.nsys.tables:refuse_rep",
+        refused=EXPORT_COMMAND),
+)
