@@ -39,8 +39,8 @@ from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.rawio import is_gzip, slice_checksum
 from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
                                            spill_table, spill_text)
-from etl.extract.kineto.tables import (BeginEndSweep, Step, _anomaly_table, _devices_table,
-                                      iterations_table, thread_keys)
+from etl.extract.kineto.tables import (BeginEndSweep, RecordEnd, Step, _anomaly_table,
+                                      _devices_table, iterations_table, thread_keys)
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
 
@@ -207,11 +207,25 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     for summary in summaries:
         span = merge_span(span, summary.span)
     devices = sorted({d for s in summaries for d in s.devices})
+    record = _record_end(spill) if info.truncated else None
     return SourceResult(
-        info, _with_context(iterations_table(steps, span), source), _with_context(
+        info, _with_context(iterations_table(steps, span, record), source), _with_context(
             _devices_table(info.device_properties, devices, gpu_override), source),
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
         kernels=kernels, anomalies=anomalies.num_rows)
+
+
+def _record_end(spill: Path) -> RecordEnd:
+    """Where a truncated source's record stops: from the launch calls kept by pass 2 and
+    the correlation ids of the spilled GPU activities (two columns read back)."""
+    launches = spill / "launch.parquet"
+    calls = (pq.read_table(launches, columns=["correlation_id", "ts_ns"]) if launches.exists()
+             else pa.table({"correlation_id": pa.array([], pa.int64()),
+                            "ts_ns": pa.array([], pa.int64())}))
+    gpu = [pq.read_table(f, columns=["correlation_id"])["correlation_id"]
+           for f in sorted(spill.glob("gpu-*.parquet"))]
+    gpu_correlation = pa.chunked_array([c for g in gpu for c in g.chunks], pa.int64())
+    return RecordEnd.of(calls["correlation_id"], calls["ts_ns"], gpu_correlation)
 
 
 def _duckdb(spill: Path, threads: int) -> Any:
