@@ -17,7 +17,8 @@ import pytest
 from etl.errors import InputError
 from etl.extract.kineto.reader import read_trace
 from etl.extract.kineto.tables import build
-from tests.conftest import cli, event, kernel, launch, query_json, step, write_trace
+from tests.conftest import (cli, corpus_path, event, kernel, launch, query_json, step,
+                            write_trace)
 from tests.test_pipeline import run_pipeline
 
 SMALL_BYTES = 3 << 20  # both sizes under one slice (16 MiB): all of it is the "end"
@@ -117,13 +118,16 @@ def test_text_that_cannot_follow_the_events_is_not_a_cut(tmp_path: Path,
 
 
 # ---- which iterations a cut leaves incomplete -----------------------------------------------
-# Kineto's layout: host events first, then launch calls and their kernels, in time order.
-#   ProfilerStep#1 [0, 100 µs)  #2 [100, 200 µs)  #3 [200, 300 µs)
-#   launch c1 @10 → k1 [20, 60)   launch c2 @110 → k2 [120, 160)   launch c3 @210 → k3 [220, 260)
-STEPS = [step(1, 0, 100_000), step(2, 100_000, 100_000), step(3, 200_000, 100_000)]
+# Kineto's layout: host events first, then launch calls and their GPU activities (in time
+# order since ~2023). Launch calls last 1 µs.
+#   ProfilerStep#1 [0, 100 µs)  #2 [100, 200 µs)  #3 [200, 300 µs)  #4 [300, 400 µs)
+#   launch c1 @10 → k1 [20, 60)   c2 @110 → k2 [120, 160)   c3 @210 → k3 [220, 260)
+#   c4 @310 → k4 [320, 360)
+STEPS = [step(n, 100_000 * (n - 1), 100_000) for n in (1, 2, 3, 4)]
 L1, K1 = launch(1, 10_000), kernel(1, 20_000, 40_000)
 L2, K2 = launch(2, 110_000), kernel(2, 120_000, 40_000)
 L3, K3 = launch(3, 210_000), kernel(3, 220_000, 40_000)
+L4, K4 = launch(4, 310_000), kernel(4, 320_000, 40_000)
 
 
 def cut_inside_last(path: Path, events: list[dict[str, Any]]) -> Path:
@@ -133,16 +137,26 @@ def cut_inside_last(path: Path, events: list[dict[str, Any]]) -> Path:
     return path
 
 
+LAUNCHES_CUT, GPU_CUT = "launch_calls_cut", "gpu_activities_cut"
 CUTS = {
-    # cut inside k3: launch c3 is read, its kernel is not; step 3 ends after it
-    "in the last kernel": ([*STEPS, L1, K1, L2, K2, L3, K3],
-                           [None, None, "launch_calls_cut"]),
-    # cut after launch c3, k2 and k3 not read: step 2's launch c2 is beyond every kernel
-    "before the kernels of two steps": ([*STEPS, L1, K1, L2, L3, K2],
-                                       [None, "gpu_activities_cut", "launch_calls_cut"]),
+    # k4 starts after step 3's window: steps 1-3 are whole; c4 may have had more calls
+    "in the last launch call": ([*STEPS, L1, K1, L2, K2, L3, K3, L4, K4, launch(5, 350_000)],
+                                [None, None, None, LAUNCHES_CUT]),
+    # the cut kernel may have started anywhere after k3: step 3's window [200, 300) is open
+    "in the last kernel": ([*STEPS, L1, K1, L2, K2, L3, K3, L4, K4],
+                           [None, None, GPU_CUT, LAUNCHES_CUT]),
+    # c3 and c4 are read, k3 and k4 are not: their correlation ids are beyond every kernel
+    "before two kernels": ([*STEPS, L1, K1, L2, K2, L3, L4, K3],
+                           [None, GPU_CUT, GPU_CUT, LAUNCHES_CUT]),
+    # the launch calls read begin in step 2 (a batch of a later time written first)
+    "in a record that begins late": ([*STEPS, L2, K2, L3, K3, L4, K4, launch(5, 390_000)],
+                                     [LAUNCHES_CUT, LAUNCHES_CUT, None, LAUNCHES_CUT]),
+    # 2022-era Kineto writes CUPTI buffers in no time order: anything may follow the cut
+    "in records out of time order": ([*STEPS, L3, K3, L4, K4, L1, K1, L2, K2],
+                                     ["records_out_of_order"] * 4),
     # cut among the host events: no launch call read, nothing is known whole
     "among the host events": ([*STEPS, event(name="aten::mm", ts=5, dur=1)],
-                              ["launch_calls_cut"] * 3),
+                              [LAUNCHES_CUT] * 4),
 }
 
 
@@ -158,11 +172,13 @@ def test_iterations_a_cut_reaches_are_incomplete(tmp_path: Path, case: str) -> N
 
 
 def test_a_whole_trace_has_only_complete_iterations(tmp_path: Path) -> None:
-    # the last step's sync call has no GPU activity, which must not matter in a whole file
-    events = [*STEPS, L1, K1, L2, K2, L3, K3, launch(4, 290_000, name="cudaDeviceSynchronize")]
+    # the last step's sync call has no GPU activity, and the records are out of order:
+    # neither matters in a whole file
+    events = [*STEPS, L3, K3, L4, K4, L1, K1, L2, K2,
+              launch(5, 390_000, name="cudaDeviceSynchronize")]
     table = build(read_trace(write_trace(tmp_path / "t.json", events)), 0, None).iterations
-    assert table["complete"].to_pylist() == [True] * 3
-    assert table["cut"].to_pylist() == [None] * 3
+    assert table["complete"].to_pylist() == [True] * 4
+    assert table["cut"].to_pylist() == [None] * 4
 
 
 def test_a_cut_trace_without_steps_is_incomplete(tmp_path: Path) -> None:
@@ -176,7 +192,7 @@ def test_a_cut_trace_without_steps_is_incomplete(tmp_path: Path) -> None:
                    "whose kernels were cut off; needs gpu_utilization_v2 (iterations.complete "
                    "in the window, gpu_util NULL when incomplete), owned by the SQL views")
 def test_gpu_utilization_of_a_cut_iteration_is_null(tmp_path: Path) -> None:
-    events, _ = CUTS["before the kernels of two steps"]
+    events, _ = CUTS["before two kernels"]
     cut_inside_last(tmp_path / "runs" / "cut" / "t.json", events)
     done = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"),
                "--salvage")
@@ -185,5 +201,50 @@ def test_gpu_utilization_of_a_cut_iteration_is_null(tmp_path: Path) -> None:
                       "FROM gpu_utilization ORDER BY iteration")
     assert rows == [
         {"iteration": 1, "gpu_util": 0.4, "complete": True, "cut": None},
-        {"iteration": 2, "gpu_util": None, "complete": False, "cut": "gpu_activities_cut"},
-        {"iteration": 3, "gpu_util": None, "complete": False, "cut": "launch_calls_cut"}]
+        {"iteration": 2, "gpu_util": None, "complete": False, "cut": GPU_CUT},
+        {"iteration": 3, "gpu_util": None, "complete": False, "cut": GPU_CUT},
+        {"iteration": 4, "gpu_util": None, "complete": False, "cut": LAUNCHES_CUT}]
+
+
+@pytest.mark.parametrize("relative,cuts", [
+    # written in time order: the iterations before the cut are complete
+    ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+     [None, None, None, LAUNCHES_CUT, LAUNCHES_CUT]),
+    # written in CUPTI-buffer batches out of time order: none can be shown whole
+    ("hta/trace_diff/control/control.json.gz", ["records_out_of_order"] * 6),
+], ids=["in-order", "out-of-order"])
+def test_real_traces_cut_at_three_quarters(tmp_path: Path, relative: str,
+                                           cuts: list[str | None]) -> None:
+    """The pipeline, its slices' order joined across many slices, agrees with the
+    in-memory reading."""
+    data = gzip.decompress(corpus_path(relative).read_bytes())
+    whole, cut = tmp_path / "whole.json", tmp_path / "cut.json"
+    whole.write_bytes(data)
+    cut.write_bytes(data[:len(data) * 3 // 4])
+    in_memory = build(read_trace(cut, salvage=True), 0, None).iterations
+    assert in_memory["cut"].to_pylist() == cuts
+    streamed, _ = run_pipeline(cut, tmp_path / "spill", salvage=True, slice_bytes=256 << 10)
+    assert streamed.iterations.equals(in_memory)
+
+
+def test_complete_iterations_of_a_cut_trace_measure_as_in_the_whole(tmp_path: Path) -> None:
+    """What `complete` promises: the utilization of a complete iteration of the salvaged
+    trace is the whole trace's, by the independent oracle (tests/oracle)."""
+    from tests.oracle.naive_kineto import gpu_utilization
+
+    source = corpus_path("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    data = gzip.decompress(source.read_bytes())
+    whole, cut = tmp_path / "whole.json", tmp_path / "runs" / "cut" / "t.json"
+    whole.write_bytes(data)
+    cut.parent.mkdir(parents=True)
+    cut.write_bytes(data[:len(data) * 3 // 4])
+    done = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"),
+               "--salvage")
+    assert done.returncode == 0, done.stderr
+    got = query_json(tmp_path / "wh", "SELECT g.iteration, g.window_ns, g.busy_ns "
+                     "FROM gpu_utilization g JOIN iterations i ON i.run_id = g.run_id "
+                     "AND i.source_id = g.source_id AND i.iteration = g.iteration "
+                     "WHERE i.complete ORDER BY g.iteration")
+    oracle = {r["iteration"]: r for r in gpu_utilization(whole)}
+    assert [r["iteration"] for r in got] == [101, 102, 103]
+    assert got == [{k: oracle[r["iteration"]][k] for k in r} for r in got]

@@ -39,8 +39,10 @@ from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.rawio import is_gzip, slice_checksum
 from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
                                            spill_table, spill_text)
-from etl.extract.kineto.tables import (BeginEndSweep, RecordEnd, Step, _anomaly_table,
-                                      _devices_table, iterations_table, thread_keys)
+from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
+                                            window_ends)
+from etl.extract.kineto.tables import (BeginEndSweep, Step, _anomaly_table, _devices_table,
+                                      iterations_table, thread_keys)
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
 
@@ -196,7 +198,9 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
         sinks.end_of_host_events()
         release_memory()
     gpu_rows = sum(s.gpu_rows for s in summaries)
-    kernels = _kernels(spill, gpu_rows, launch_rows, source, sinks.kernels) if gpu_rows else 0
+    ends: dict[int, int] | None = {} if info.truncated else None
+    kernels = (_kernels(spill, gpu_rows, launch_rows, source, sinks.kernels, ends)
+               if gpu_rows else 0)
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -207,17 +211,20 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     for summary in summaries:
         span = merge_span(span, summary.span)
     devices = sorted({d for s in summaries for d in s.devices})
-    record = _record_end(spill) if info.truncated else None
+    record = _record_end(spill, summaries) if info.truncated else None
     return SourceResult(
-        info, _with_context(iterations_table(steps, span, record), source), _with_context(
+        info, _with_context(iterations_table(steps, span, record, ends), source), _with_context(
             _devices_table(info.device_properties, devices, gpu_override), source),
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
         kernels=kernels, anomalies=anomalies.num_rows)
 
 
-def _record_end(spill: Path) -> RecordEnd:
-    """Where a truncated source's record stops: from the launch calls kept by pass 2 and
-    the correlation ids of the spilled GPU activities (two columns read back)."""
+def _record_end(spill: Path, summaries: list[SliceSummary]) -> RecordEnd:
+    """How far a truncated source's record reaches: the slices' order, the launch calls
+    kept by pass 2 and the correlation ids of the spilled GPU activities (read back)."""
+    order = RecordOrder()
+    for summary in summaries:
+        order = order.then(summary.order)
     launches = spill / "launch.parquet"
     calls = (pq.read_table(launches, columns=["correlation_id", "ts_ns"]) if launches.exists()
              else pa.table({"correlation_id": pa.array([], pa.int64()),
@@ -225,7 +232,7 @@ def _record_end(spill: Path) -> RecordEnd:
     gpu = [pq.read_table(f, columns=["correlation_id"])["correlation_id"]
            for f in sorted(spill.glob("gpu-*.parquet"))]
     gpu_correlation = pa.chunked_array([c for g in gpu for c in g.chunks], pa.int64())
-    return RecordEnd.of(calls["correlation_id"], calls["ts_ns"], gpu_correlation)
+    return RecordEnd.of(order, calls["correlation_id"], calls["ts_ns"], gpu_correlation)
 
 
 def _duckdb(spill: Path, threads: int) -> Any:
@@ -486,9 +493,10 @@ class _SpillWriter:
             self.writer.close()
 
 
-def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, write: Writer
-             ) -> int:
-    """Pass 3: GPU activities with their launch, op, layer and iteration."""
+def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, write: Writer,
+             ends: dict[int, int] | None) -> int:
+    """Pass 3: GPU activities with their launch, op, layer and iteration. `ends`, when
+    given, gets the latest end of the activities launched in each iteration."""
     count = 0
 
     def emit(joined: pa.Table) -> None:
@@ -500,6 +508,8 @@ def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, writ
             **{c: joined[c] for c in KERNEL_COLUMNS},
             "iteration": _iteration_of(source, joined["launch_ts_ns"].combine_chunks())})
         _flag_orphans(table, source)
+        if ends is not None:
+            merge_window_ends(ends, window_ends(table))
         write(_with_context(table, source))
         count += table.num_rows
 

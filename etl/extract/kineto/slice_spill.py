@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from etl.extract.kineto.completeness import RecordOrder
 from etl.extract.kineto.reader import Anomaly, SliceText, decode_slice, field_map
 from etl.extract.rawio import read_slice
 from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
@@ -40,6 +41,7 @@ class SliceSummary:
     span: tuple[int, int] | None = None   # min start, max end of kept timed events
     devices: list[int] = field(default_factory=list)
     begin_end_rows: int = 0               # B and E events spilled unpaired (be-<index>)
+    order: RecordOrder = field(default_factory=RecordOrder)  # of its launches and GPU rows
 
 
 def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
@@ -65,6 +67,8 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     `paired`: the events are B/E pairs, whose times were flagged when they were paired."""
     summary = SliceSummary(index, with_phase, anomalies=list(anomalies))
     base, begin_end = split_begin_end(base)
+    if not paired:  # pairs are spilled after every slice: out of the file's order
+        summary.order = RecordOrder.of(base)
     if begin_end is not None:
         _write(begin_end, folder / f"be-{index:06d}.parquet")
         summary.begin_end_rows = begin_end.num_rows

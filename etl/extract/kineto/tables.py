@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl import link
+from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.reader import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
@@ -48,7 +49,8 @@ def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> Sourc
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
     kept = base.select(["ph", "ts_ns", "dur_ns"]).take(pa.array(np.flatnonzero(is_host | is_gpu)))
-    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, kept, trace.truncated)
+    order = RecordOrder.of(plain) if trace.truncated else None  # file order, as written
+    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, kept, order)
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
         host_events=_with_context(host_t, context),
@@ -266,8 +268,9 @@ def _np(column: Any, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return values, valid
 
 
-def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly],
-          base: pa.Table, truncated: bool) -> tuple[pa.Table, pa.Table, pa.Table]:
+def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Table,
+          order: RecordOrder | None) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """`order`: of a truncated source's records (None for a whole source)."""
     h_ts, h_ts_ok = _np(host["ts_ns"])
     h_dur, h_dur_ok = _np(host["dur_ns"])
     timed = h_ts_ok & h_dur_ok & (host["ph"].to_numpy(zero_copy_only=False) == "X")
@@ -279,7 +282,8 @@ def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly],
                           "starts inside an enclosing event on its thread but ends after it"))
     host_t = _host_table(host, links, host_iter)
     kern_t = _kernel_table(host, gpu, links, host_iter, anomalies)
-    iters = _iteration_table(host, gpu, steps, base, truncated)
+    record = None if order is None else _record_end(order, host, gpu)
+    iters = _iteration_table(host, steps, base, record, kern_t)
     return host_t, kern_t, iters
 
 
@@ -399,71 +403,40 @@ def _flag_orphans(gpu: pa.Table, launch: np.ndarray, anomalies: list[Anomaly]) -
                               "the kernel counts toward busy time but belongs to no iteration"))
 
 
-def _iteration_table(host: pa.Table, gpu: pa.Table, steps: tuple[np.ndarray, ...],
-                     base: pa.Table, truncated: bool) -> pa.Table:
+def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Table,
+                     record: RecordEnd | None, kernels: pa.Table) -> pa.Table:
     start, end, number, rows = steps
     ids = np.asarray(host["event_id"].combine_chunks())[rows] if len(rows) else rows
     marks = list(zip(ids.tolist(), number.tolist(), start.tolist(), end.tolist()))
-    record = None
-    if truncated:
-        launches = host.take(pa.array(_launch_rows(host)))
-        record = RecordEnd.of(launches["correlation_id"], launches["ts_ns"],
-                              gpu["correlation_id"])
-    return iterations_table(marks, None if marks else kept_span(base), record)
+    ends = window_ends(kernels) if record is not None else None
+    return iterations_table(marks, None if marks else kept_span(base), record, ends)
+
+
+def _record_end(order: RecordOrder, host: pa.Table, gpu: pa.Table) -> RecordEnd:
+    launches = host.take(pa.array(_launch_rows(host)))
+    return RecordEnd.of(order, launches["correlation_id"], launches["ts_ns"],
+                        gpu["correlation_id"])
 
 
 Step = tuple[int, int, int, int]  # event_id, N, start, end of a ProfilerStep#N marker
 
 
-@dataclass(frozen=True)
-class RecordEnd:
-    """Where the record of a truncated source stops, in host time.
-
-    Kineto writes the host events first, then the launch calls interleaved with their GPU
-    activities, in time order; a cut file keeps a prefix of that. After `last_launch_ns`
-    (the latest launch call read) launch calls may be missing; from `first_lost_ns` on (the
-    earliest launch call whose correlation id is beyond every GPU activity read: its
-    activity would have come after the cut) GPU activities are missing. None: no such call.
-    """
-
-    last_launch_ns: int | None
-    first_lost_ns: int | None
-
-    @classmethod
-    def of(cls, launch_correlation: Any, launch_ts: Any, gpu_correlation: Any) -> RecordEnd:
-        """From the launch calls' correlation ids and starts and the GPU activities'
-        correlation ids (Arrow arrays; calls without both are not counted)."""
-        both = pc.and_(pc.is_valid(launch_correlation), pc.is_valid(launch_ts))
-        correlation = pc.filter(launch_correlation, both)
-        ts = pc.filter(launch_ts, both)
-        last_gpu = pc.max(gpu_correlation).as_py()
-        lost = ts if last_gpu is None else pc.filter(ts, pc.greater(correlation, last_gpu))
-        return cls(pc.max(ts).as_py(), pc.min(lost).as_py())
-
-    def cut(self, end_ns: int) -> str | None:
-        """Why an iteration whose host span ends at `end_ns` is not recorded whole."""
-        if self.last_launch_ns is None or end_ns > self.last_launch_ns:
-            return "launch_calls_cut"
-        if self.first_lost_ns is not None and end_ns >= self.first_lost_ns:
-            return "gpu_activities_cut"
-        return None
-
-
 def iterations_table(steps: list[Step], span: tuple[int, int] | None,
-                     record: RecordEnd | None = None) -> pa.Table:
+                     record: RecordEnd | None = None,
+                     window_ends: dict[int, int] | None = None) -> pa.Table:
     """ProfilerStep rows in trace order; without markers, one whole-trace row over `span`.
 
-    `record`: where a truncated source's record stops (None: the source is whole); an
-    iteration it may have cut is not `complete`, and `cut` says why.
+    `record`: how far a truncated source's record reaches (None: the source is whole), with
+    `window_ends`, the latest end of the activities launched in each iteration; an iteration
+    the cut may have reached is not `complete`, and `cut` says why (completeness.py).
     """
     if steps:
-        cuts = [None if record is None else record.cut(s[3]) for s in steps]
         return pa.table({"iteration": pa.array([s[1] for s in steps], pa.int64()),
                          "start_ns": pa.array([s[2] for s in steps], pa.int64()),
                          "end_ns": pa.array([s[3] for s in steps], pa.int64()),
                          "boundary": pa.array(["ProfilerStep"] * len(steps), pa.string()),
                          "event_id": pa.array([s[0] for s in steps], pa.int64()),
-                         **_completeness(cuts)})
+                         **_completeness(_step_cuts(steps, record, window_ends or {}))})
     rows = [span] if span else []
     return pa.table({"iteration": pa.nulls(len(rows), pa.int64()),
                      "start_ns": pa.array([r[0] for r in rows], pa.int64()),
@@ -472,6 +445,15 @@ def iterations_table(steps: list[Step], span: tuple[int, int] | None,
                      "event_id": pa.nulls(len(rows), pa.int64()),
                      # a cut trace's span is the span of what was read, never the whole
                      **_completeness([None if record is None else "trace_cut"] * len(rows))})
+
+
+def _step_cuts(steps: list[Step], record: RecordEnd | None, window_ends: dict[int, int]
+               ) -> list[str | None]:
+    if record is None:
+        return [None] * len(steps)
+    first = min(range(len(steps)), key=lambda i: steps[i][2])
+    return [record.cut(start, end, max(end, window_ends.get(n, end)), i == first)
+            for i, (_, n, start, end) in enumerate(steps)]
 
 
 def _completeness(cuts: list[str | None]) -> dict[str, pa.Array]:
