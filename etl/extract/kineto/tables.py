@@ -409,7 +409,7 @@ def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Tab
     ids = np.asarray(host["event_id"].combine_chunks())[rows] if len(rows) else rows
     marks = list(zip(ids.tolist(), number.tolist(), start.tolist(), end.tolist()))
     ends = window_ends(kernels) if record is not None else None
-    return iterations_table(marks, None if marks else kept_span(base), record, ends)
+    return iterations_table(marks, None if marks else complete_span(base), record, ends)
 
 
 def _record_end(order: RecordOrder, host: pa.Table, gpu: pa.Table) -> RecordEnd:
@@ -461,12 +461,13 @@ def _completeness(cuts: list[str | None]) -> dict[str, pa.Array]:
             "cut": pa.array(cuts, pa.string())}
 
 
-def kept_span(kept: pa.Table) -> tuple[int, int] | None:
-    """Earliest start and latest end of the complete events with ts and dur ≥ 0: the
-    whole-trace iteration when there are no step markers. `kept` excludes ignored
-    categories, so the profiler's own `Trace` span does not count."""
-    ts, dur = kept["ts_ns"], kept["dur_ns"]
-    ok = pc.fill_null(pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(ts)),
+def complete_span(events: pa.Table) -> tuple[int, int] | None:
+    """Earliest start and latest end of the complete events with ts and dur >= 0, whatever
+    their category: the whole-trace iteration when there are no step markers. The span of
+    all complete events includes the profiler's own session span (`Trace`, which is no
+    event of the job: it is in no table)."""
+    ts, dur = events["ts_ns"], events["dur_ns"]
+    ok = pc.fill_null(pc.and_(pc.and_(pc.equal(events["ph"], "X"), pc.is_valid(ts)),
                               pc.greater_equal(dur, 0)), False)
     start = pc.min(pc.filter(ts, ok)).as_py()  # only the two columns: names are not copied
     if start is None:
