@@ -35,6 +35,15 @@ def test_whole_trace_window_includes_the_profiler_session_span(tmp_path: Path) -
     assert [r["name"] for r in names] == ["aten::mm", "cudaLaunchKernel"]
 
 
+def test_in_memory_reading_agrees_on_the_session_span(tmp_path: Path) -> None:
+    from etl.extract.kineto.reader import read_trace
+    from etl.extract.kineto.tables import build
+
+    iterations = build(read_trace(write_trace(tmp_path / "t.json", EVENTS)), 0, None).iterations
+    assert iterations.select(["start_ns", "end_ns"]).to_pylist() == [
+        {"start_ns": 0, "end_ns": 1_000_000}]
+
+
 def test_oracle_agrees_on_the_session_span(tmp_path: Path) -> None:
     from tests.oracle.naive_kineto import gpu_utilization
 

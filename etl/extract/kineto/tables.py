@@ -48,9 +48,9 @@ def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> Sourc
     host = base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host)))
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
-    kept = base.select(["ph", "ts_ns", "dur_ns"]).take(pa.array(np.flatnonzero(is_host | is_gpu)))
+    times = base.select(["ph", "ts_ns", "dur_ns"])  # every category: the whole-trace span
     order = RecordOrder.of(plain) if trace.truncated else None  # file order, as written
-    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, kept, order)
+    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, times, order)
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
         host_events=_with_context(host_t, context),
