@@ -188,6 +188,18 @@ def test_a_cut_trace_without_steps_is_incomplete(tmp_path: Path) -> None:
         {"boundary": "whole_trace", "complete": False, "cut": "trace_cut"}]
 
 
+def test_ingest_says_how_many_iterations_a_cut_left_incomplete(tmp_path: Path) -> None:
+    events, _ = CUTS["before two kernels"]
+    cut_inside_last(tmp_path / "runs" / "cut" / "t.json", events)
+    done = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"),
+               "--salvage")
+    assert done.returncode == 0, done.stderr
+    assert "warning: cut/t.json: truncated: the complete events before the cut were kept " \
+        "(--salvage); 3 of 4 iterations are incomplete" in done.stderr
+    [summary_row] = [line for line in done.stdout.splitlines() if "│ cut " in line]
+    assert "truncated, 3 of 4 iterations incomplete" in summary_row
+
+
 @pytest.mark.xfail(strict=True, reason="BUG: gpu_utilization reads 0.0 for an iteration "
                    "whose kernels were cut off; needs gpu_utilization_v2 (iterations.complete "
                    "in the window, gpu_util NULL when incomplete), owned by the SQL views")

@@ -55,7 +55,7 @@ class Run:
     def of(cls, values: np.ndarray) -> Run:
         if len(values) == 0:
             return cls()
-        ordered = bool(np.all(values[1:] >= np.maximum.accumulate(values)[:-1]))
+        ordered = bool(np.all(values[1:] >= values[:-1]))
         return cls(ordered, int(values.min()), int(values.max()))
 
     def then(self, later: Run) -> Run:
@@ -77,15 +77,29 @@ class RecordOrder:
     gpu_starts: Run = field(default_factory=Run)
 
     @classmethod
-    def of(cls, events: pa.Table) -> RecordOrder:
-        """From events in file order (category, ph, ts_ns and dur_ns columns)."""
-        launch, gpu = _launch_and_gpu(events)
-        timed = pc.and_(pc.equal(events["ph"], "X"), pc.is_valid(events["ts_ns"]))
-        calls = events.filter(pc.fill_null(pc.and_(pc.and_(timed, launch),
-                                                   pc.is_valid(events["dur_ns"])), False))
-        starts = _numpy(calls["ts_ns"])
-        return cls(Run.of(starts), Run.of(starts + _numpy(calls["dur_ns"])), Run.of(
-            _numpy(events["ts_ns"].filter(pc.fill_null(pc.and_(timed, gpu), False)))))
+    def of(cls, launches: pa.Table | None, gpu: pa.Table | None) -> RecordOrder:
+        """From the launch calls and the GPU activities of the stretch, each in file order
+        (ph, ts_ns and, for launch calls, dur_ns columns; None: there are none)."""
+        order = cls()
+        if launches is not None:
+            calls = launches.filter(pc.fill_null(
+                pc.and_(_timed(launches), pc.is_valid(launches["dur_ns"])), False))
+            starts = _numpy(calls["ts_ns"])
+            order = cls(Run.of(starts), Run.of(starts + _numpy(calls["dur_ns"])))
+        if gpu is not None:
+            activities = gpu["ts_ns"].filter(pc.fill_null(_timed(gpu), False))
+            order = cls(order.launch_starts, order.launch_ends, Run.of(_numpy(activities)))
+        return order
+
+    @classmethod
+    def of_events(cls, events: pa.Table) -> RecordOrder:
+        """From events in file order, classified here by category (category, ph, ts_ns and
+        dur_ns columns)."""
+        categories = field_map()["categories"]
+        launch = [c for c, spec in categories.items() if spec.get("launch")]
+        gpu = [c for c, spec in categories.items() if spec["table"] == "gpu"]
+        return cls.of(*(events.filter(pc.fill_null(pc.is_in(
+            events["category"], pa.array(names, pa.string())), False)) for names in (launch, gpu)))
 
     def then(self, later: RecordOrder) -> RecordOrder:
         return RecordOrder(self.launch_starts.then(later.launch_starts),
@@ -146,12 +160,8 @@ def merge_window_ends(into: dict[int, int], more: dict[int, int]) -> None:
         into[iteration] = max(end, into.get(iteration, end))
 
 
-def _launch_and_gpu(events: pa.Table) -> tuple[Any, Any]:
-    categories = field_map()["categories"]
-    launch = [c for c, spec in categories.items() if spec.get("launch")]
-    gpu = [c for c, spec in categories.items() if spec["table"] == "gpu"]
-    return (pc.is_in(events["category"], pa.array(launch, pa.string())),
-            pc.is_in(events["category"], pa.array(gpu, pa.string())))
+def _timed(events: pa.Table) -> Any:
+    return pc.and_(pc.equal(events["ph"], "X"), pc.is_valid(events["ts_ns"]))
 
 
 def _numpy(column: Any) -> np.ndarray:

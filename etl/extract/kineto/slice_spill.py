@@ -21,11 +21,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto.completeness import RecordOrder
 from etl.extract.kineto.reader import Anomaly, SliceText, decode_slice, field_map
 from etl.extract.rawio import read_slice
 from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times,
-                                      complete_span, split_begin_end)
+                                      complete_span, gpu_work_activities, split_begin_end)
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
 
@@ -41,7 +40,7 @@ class SliceSummary:
     span: tuple[int, int] | None = None   # min start, max end of its complete events
     devices: list[int] = field(default_factory=list)
     begin_end_rows: int = 0               # B and E events spilled unpaired (be-<index>)
-    order: RecordOrder = field(default_factory=RecordOrder)  # of its launches and GPU rows
+    gpu_work_activities: int = 0          # kernels, copies and fills
 
 
 def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
@@ -67,8 +66,6 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     `paired`: the events are B/E pairs, whose times were flagged when they were paired."""
     summary = SliceSummary(index, with_phase, anomalies=list(anomalies))
     base, begin_end = split_begin_end(base)
-    if not paired:  # pairs are spilled after every slice: out of the file's order
-        summary.order = RecordOrder.of(base)
     if begin_end is not None:
         _write(begin_end, folder / f"be-{index:06d}.parquet")
         summary.begin_end_rows = begin_end.num_rows
@@ -82,6 +79,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     summary.span = complete_span(base)
     summary.devices = [d for d in pc.unique(gpu["device_id"]).to_pylist() if d is not None]
     summary.host_rows, summary.gpu_rows = host.num_rows, gpu.num_rows
+    summary.gpu_work_activities = gpu_work_activities(gpu)
     _write(host, folder / f"host-{index:06d}.parquet")
     _write(gpu, folder / f"gpu-{index:06d}.parquet")
     return summary

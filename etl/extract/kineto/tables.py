@@ -49,7 +49,7 @@ def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> Sourc
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
     times = base.select(["ph", "ts_ns", "dur_ns"])  # every category: the whole-trace span
-    order = RecordOrder.of(plain) if trace.truncated else None  # file order, as written
+    order = RecordOrder.of_events(plain) if trace.truncated else None  # in file order
     host_t, kern_t, iters = _link(host, gpu, trace.anomalies, times, order)
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
@@ -284,6 +284,8 @@ def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Tabl
     kern_t = _kernel_table(host, gpu, links, host_iter, anomalies)
     record = None if order is None else _record_end(order, host, gpu)
     iters = _iteration_table(host, steps, base, record, kern_t)
+    calls = host["name"].take(pa.array(_launch_rows(host)))
+    anomalies += no_gpu_activity(gpu_work_calls(calls), gpu_work_activities(gpu))
     return host_t, kern_t, iters
 
 
@@ -384,6 +386,34 @@ def _launch_rows(host: pa.Table) -> np.ndarray:
     mask = pc.fill_null(pc.is_in(host["category"], pa.array(launch_cats)), False)
     return np.flatnonzero(np.asarray(mask.combine_chunks() if isinstance(mask, pa.ChunkedArray)
                                      else mask))
+
+
+def gpu_work_calls(calls: Any) -> int:
+    """How many of the launch calls named `calls` start GPU work (fields.toml [gpu_work])."""
+    names = pc.value_counts(calls)  # a few distinct names: the pattern is matched on those
+    work = pc.match_substring_regex(names.field("values"), field_map()["gpu_work"]["pattern"])
+    return int(pc.sum(names.field("counts").filter(pc.fill_null(work, False))).as_py() or 0)
+
+
+def gpu_work_activities(gpu: pa.Table) -> int:
+    """GPU activities such calls start (kernels, copies, fills; not annotations, profiler
+    ranges or waits) among GPU rows with their kind."""
+    work = pc.is_in(gpu["kind"], pa.array(["kernel", "memcpy", "memset"], pa.string()))
+    return int(pc.sum(pc.fill_null(work, False).cast(pa.int64())).as_py() or 0)
+
+
+NO_GPU_ACTIVITY = "launches_without_gpu_activity"
+
+
+def no_gpu_activity(calls: int, activities: int) -> list[Anomaly]:
+    """The anomaly of a source with launch calls that start GPU work and not one GPU
+    activity such calls start."""
+    if not calls or activities:
+        return []
+    return [(NO_GPU_ACTIVITY, None, f"{calls} launch calls that start GPU work and no GPU "
+             "activity (kernel, copy or fill) in the trace: it was probably recorded without "
+             "CUDA activities (torch.profiler without ProfilerActivity.CUDA); it holds no GPU "
+             "time, so no utilization is computed for it")]
 
 
 def _take_names(names: pa.Array, rows: np.ndarray) -> pa.Array:
