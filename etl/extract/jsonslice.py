@@ -160,7 +160,8 @@ class ArraySlicer(Generic[T]):
         if end is None:
             yield from self._salvage()
             return
-        closed = self._closes(bytes(buf[end + 1:]), self._base + end + 1)
+        tail = bytes(buf[end + 1:])
+        closed = self._closes(tail, self._base + end + 1)
         if _NON_SPACE.search(buf, 1, end):  # events before the `]`
             with memoryview(buf) as view:
                 value = self._decode(view[:end + 1], self._base + 1)
@@ -168,7 +169,6 @@ class ArraySlicer(Generic[T]):
         if not closed:  # every event is complete; the members after them are cut
             yield from self._header_before_array(self._base + end)
             raise Truncated(self._base + end + 1)
-        tail = bytes(buf[end + 1:])
         header = self._prefix + b'"traceEvents": []' + tail if self._prefix else b"{}"
         yield Sliced[T]("header", header, self._base + end)
 
