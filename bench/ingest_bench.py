@@ -7,6 +7,10 @@ and loads the same trace with Holistic Trace Analysis 0.5.0 installed in a throw
 
     python bench/ingest_bench.py --sizes 10 100 1000 [--no-hta] [--jobs 2] [--many 32]
         [--source hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz]
+    python bench/ingest_bench.py --truncated --sizes 100 1000
+
+--truncated compares, at each size, the complete trace's ingest with `--salvage` of the
+same trace cut inside its last event, and with the refusal of the cut trace (no --salvage).
 
 The default source writes integer µs (2022 Kineto); --source picks another corpus trace,
 e.g. one with `{µs}.{ns:03}` times (newer Kineto), whose decimal parse costs more.
@@ -22,7 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "bench" / ".cache"
@@ -69,8 +73,10 @@ class Measured(NamedTuple):
     cpu_s: float        # user + system seconds of the process tree
 
 
-def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
-    """Wall time, peak RSS (sampled every 20 ms) and CPU time of a command."""
+def run_measured(cmd: list[str], env: dict[str, str] | None = None, expect: int = 0
+                 ) -> Measured:
+    """Wall time, peak RSS (sampled every 20 ms) and CPU time of a command that exits with
+    `expect`."""
     cpu_before = children_cpu_seconds()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -87,7 +93,7 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> Measured:
     sampler.start()
     _, err = proc.communicate()
     sampler.join()
-    if proc.returncode != 0:
+    if proc.returncode != expect:
         raise SystemExit(f"{' '.join(cmd[:3])} failed:\n{err[-2000:]}")
     return Measured(time.perf_counter() - started, peak[0] // 1024, peak[1] // 1024,
                     children_cpu_seconds() - cpu_before)
@@ -170,6 +176,56 @@ def bench_many(runs: int, mb: int, source: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def cut_trace(trace: Path) -> Path:
+    """The trace cut inside its last event (a profiler killed while writing), in a run
+    folder of its own beside the trace's (bench/.cache/cut-<label>/run/)."""
+    folder = trace.parent.parent
+    path = folder.with_name(f"cut-{folder.name}") / "run" / trace.name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = trace.stat().st_size
+        with open(trace, "rb") as fh:
+            fh.seek(max(0, size - (1 << 20)))
+            last_event = size - (1 << 20) + fh.read().rindex(b'{"ph"')
+        with open(trace, "rb") as src, open(path, "wb") as dest:
+            shutil.copyfileobj(_limited(src, last_event + 20), dest)
+    return path
+
+
+class _limited:
+    """A file object reading at most `left` bytes (for shutil.copyfileobj)."""
+
+    def __init__(self, fh: Any, left: int) -> None:
+        self.fh, self.left = fh, left
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(self.left if n < 0 else min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
+def bench_truncated(mb: int, jobs: int, source: Path) -> None:
+    """Complete ingest against --salvage and refusal of the same trace cut at its end."""
+    trace = make_trace(mb, source)
+    cut = cut_trace(trace)
+    etl = str(ROOT / ".venv" / "bin" / "etl")
+    times = []
+    for folder, extra, code in ((trace.parent.parent, [], 0),
+                                (cut.parent.parent, ["--salvage"], 0),
+                                (cut.parent.parent, [], 1)):
+        warehouse = CACHE / "wh"
+        shutil.rmtree(warehouse, ignore_errors=True)
+        run = run_measured([etl, "ingest", str(folder), "--warehouse", str(warehouse),
+                            "--jobs", str(jobs), *extra], expect=code)
+        times.append(run)
+        shutil.rmtree(warehouse, ignore_errors=True)
+    whole, salvaged, refused = times
+    print(f"| {trace.stat().st_size / 1e6:.0f} | {cut.stat().st_size / 1e6:.0f} | "
+          f"{whole.seconds:.1f} | {salvaged.seconds:.1f} | {refused.seconds:.1f} | "
+          f"{salvaged.seconds / whole.seconds:.2f} | {whole.cpu_s:.1f} | "
+          f"{salvaged.cpu_s:.1f} | {refused.cpu_s:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
@@ -179,6 +235,9 @@ def main() -> None:
                         help="also ingest N run folders of the 10 MB trace, with 1 and 2 jobs")
     parser.add_argument("--hta-max-mb", type=int, default=1000,
                         help="skip HTA above this size (it needs ~6x the trace in RAM)")
+    parser.add_argument("--truncated", action="store_true",
+                        help="complete trace against the same trace cut at its end: "
+                             "--salvage and refusal times")
     parser.add_argument("--source", type=Path, default=SOURCE,
                         help="the trace to repeat: a path, or one relative to the corpus")
     args = parser.parse_args()
@@ -186,6 +245,15 @@ def main() -> None:
     if not source.exists():
         raise SystemExit(f"--source {args.source}: no such trace, as a path or under {CORPUS}")
     CACHE.mkdir(parents=True, exist_ok=True)
+    if args.truncated:
+        print(f"machine: {os.cpu_count()} CPUs; source trace {source.name}; the cut trace "
+              "ends inside its last event")
+        print("| JSON MB | cut MB | complete s | salvaged s | refused s | salvaged / complete "
+              "| complete CPU s | salvaged CPU s | refused CPU s |")
+        print("|" + "---|" * 9)
+        for mb in args.sizes:
+            bench_truncated(mb, args.jobs, source)
+        return
     hta = None if args.no_hta else ensure_hta()
     print(f"machine: {os.cpu_count()} CPUs; source trace {source.name}")
     print("CPU s: user + system seconds of the ingest and its slice workers together")

@@ -61,6 +61,7 @@ class RunResult:
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # inputs set aside: "run/relative path"
+    notes: list[str] = field(default_factory=list)  # short, for the summary table
 
 
 PARALLEL_BYTES = 64 << 20  # files this big are decoded by one worker process per core
@@ -291,6 +292,7 @@ class Source:
     truncated: bool = False
     gpu_names: list[str] = field(default_factory=list)
     ncu_source_id: int | None = None  # the ncu export this file belongs to
+    remarks: list[tuple[str, str]] = field(default_factory=list)  # (note, warning line)
 
 
 STREAMED_TABLES = ("host_events", "kernels", "anomalies")
@@ -325,7 +327,8 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
             run.skipped.append((rel, str(exc)))
             continue
         sources.append(Source(source_id, path, rel, fmt, key.inputs[rel], done.info.event_count,
-                              done.rank, done.info.truncated, done.gpu_names))
+                              done.rank, done.info.truncated, done.gpu_names,
+                              remarks=getattr(done, "remarks", [])))
         parts["devices"].append(done.devices)
         parts["iterations"].append(done.iterations)
     return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}
@@ -553,6 +556,10 @@ def _result(run: RunFolder, run_id: str, sources: list[Source],
         result.warnings.append(f"{run.name}/{s.rel}: {s.family} export refused, the run was "
                                f"ingested without it: {s.why} (etl ingest --strict refuses "
                                "the run instead)")
+    for source in sources:
+        for note, line in source.remarks:
+            result.notes.append(note)
+            result.warnings.append(f"{run.name}/{source.rel}: {line}")
     if result.anomalies:
         result.warnings.append(f"{run.name}: {result.anomalies} anomalies recorded "
                                f"(SELECT kind, count(*) FROM anomalies WHERE run_id = "

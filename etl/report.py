@@ -61,16 +61,22 @@ def summary(results: list[RunResult]) -> None:
     from rich.table import Table
 
     table = Table(title="etl ingest")
-    for column in ("run", "status", "events", "kernels", "ncu kernels", "anomalies", "seconds"):
-        table.add_column(column, justify="left" if column in ("run", "status") else "right")
+    noted = any(r.notes for r in results)
+    columns = ("run", "status", "events", "kernels", "ncu kernels", "anomalies", "seconds",
+               *(("notes",) if noted else ()))
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("run", "status", "notes")
+                         else "right")
     for r in results:
         table.add_row(_cell(r.run_name), r.status, f"{r.events:,}", f"{r.kernels:,}",
-                      f"{r.ncu_kernels:,}", f"{r.anomalies:,}", f"{r.seconds:.2f}")
+                      f"{r.ncu_kernels:,}", f"{r.anomalies:,}", f"{r.seconds:.2f}",
+                      *((one_line("; ".join(r.notes)),) if noted else ()))
     total = sum(r.seconds for r in results)
     table.add_row(f"{len(results)} runs", _counts(results), f"{sum(r.events for r in results):,}",
                   f"{sum(r.kernels for r in results):,}",
                   f"{sum(r.ncu_kernels for r in results):,}",
-                  f"{sum(r.anomalies for r in results):,}", f"{total:.2f}", style="bold")
+                  f"{sum(r.anomalies for r in results):,}", f"{total:.2f}",
+                  *(("",) if noted else ()), style="bold")
     console = Console(width=120)
     console.print(table)
     refused = [name for r in results for name in r.refused]

@@ -96,8 +96,8 @@ def test_trace_without_steps_is_one_window(tmp_path: Path) -> None:
     assert result.returncode == 0
     [row] = query_json(tmp_path / "wh", "SELECT iteration, window_ns, busy_ns, kernel_count "
                        "FROM gpu_utilization")
-    # the profiler's own Trace span is ignored: the window is [0, 10 µs)
-    assert row == {"iteration": None, "window_ns": 10_000, "busy_ns": 2_000, "kernel_count": 1}
+    # the span of all complete events, the profiler's own Trace span included: [-50, 450 µs)
+    assert row == {"iteration": None, "window_ns": 500_000, "busy_ns": 2_000, "kernel_count": 1}
 
 
 def test_written_as_begin_end_pairs(warehouse: Path, tmp_path: Path) -> None:

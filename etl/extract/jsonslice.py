@@ -8,13 +8,15 @@ Cutting rule: a boundary candidate is `}` followed by `,` and `{` (whitespace al
 candidate inside a string can never produce a decodable slice, because the slice would end
 inside an unterminated string (JSON strings cannot hold a raw quote), so the first
 candidate, from the right, whose slice decodes is a true boundary. The same argument
-validates the array's start (the text before it plus `"traceEvents": []}` must decode) and
-its end (the text after it must close the object).
+validates the array's start (the text before it plus `"traceEvents": []}` must decode).
+Its end is where one syntax scan of the input's last part finds the array closed (the
+text after it must then close the object), or finds the input cut inside the array.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Generic, TypeVar
 from collections.abc import Callable, Iterator
 
@@ -145,56 +147,89 @@ class ArraySlicer(Generic[T]):
     def _last(self) -> Iterator[Sliced[T]]:
         """At end of input: the last slice, then the object's remaining members.
 
-        The array's `]` is the rightmost one after which the object closes and before which
-        the events decode; a `]` of a later member (e.g. "INFO": [...]) fails the second test.
+        One syntax scan of what is left, with `[` over _buf[0], finds the array's end: the
+        array parses whole and the object's other members follow it, or the input ends
+        inside the array (truncated), or breaks the grammar (malformed). Its cost is linear
+        in the bytes left, whatever they hold; a search for the `]` from the right would
+        try every `]` of a truncated input (each grid, block and shape of its events).
         The slice is decoded in place, `[` over _buf[0] up to that `]` (no copies).
         """
         buf = self._buf
-        self._base += 1  # document offset of buf[1]
-        end, decode_tries = len(buf), 0
-        while decode_tries < MAX_TRIES and (end := buf.rfind(b"]", 1, end)) >= 1:
-            tail = bytes(buf[end + 1:])
-            if not self._closes(tail):
-                continue
-            decode_tries += 1
-            try:
-                if _NON_SPACE.search(buf, 1, end):  # events before the `]`
-                    buf[0] = ord("[")
-                    with memoryview(buf) as view:
-                        value = self._decode(view[:end + 1], self._base)
-                    yield Sliced[T]("items", value, self._base)
-            except msgspec.DecodeError:
-                continue
-            header = self._prefix + b'"traceEvents": []' + tail if self._prefix else b"{}"
-            yield Sliced[T]("header", header, self._base + end - 1)
+        buf[0] = ord("[")
+        end = self._array_end()
+        if end is None:
+            yield from self._salvage()
             return
-        yield from self._salvage()
+        tail = bytes(buf[end + 1:])
+        closed = self._closes(tail, self._base + end + 1)
+        if _NON_SPACE.search(buf, 1, end):  # events before the `]`
+            with memoryview(buf) as view:
+                value = self._decode(view[:end + 1], self._base + 1)
+            yield Sliced[T]("items", value, self._base + 1)
+        if not closed:  # every event is complete; the members after them are cut
+            yield from self._header_before_array(self._base + end)
+            raise Truncated(self._base + end + 1)
+        header = self._prefix + b'"traceEvents": []' + tail if self._prefix else b"{}"
+        yield Sliced[T]("header", header, self._base + end)
 
-    def _salvage(self) -> Iterator[Sliced[T]]:
-        """No closing found: hand out the complete events left, then report the cut."""
-        self._base -= 1  # _last stepped over _buf[0], which _cut still expects
-        self._refuse_if_malformed()
-        while (cut := self._cut()) is not None:
-            yield cut
-        raise Truncated(self._base)
-
-    def _refuse_if_malformed(self) -> None:
-        """A document that ends inside the array is truncated; one that breaks the JSON
-        grammar before its end (NaN, garbage, trailing bytes) is malformed, not cut."""
+    def _array_end(self) -> int | None:
+        """Index in _buf of the `]` that closes the array; None when the input ends inside
+        the array. Raises Malformed where the array breaks the JSON grammar."""
         try:
-            msgspec.json.decode(_utf8(b"[" + bytes(self._buf[1:])))
+            _raw_array().decode(self._buf)
         except msgspec.DecodeError as exc:
             message = str(exc)
             if "truncated" in message.lower():
-                return
-            match = _BYTE.search(message)
-            where = self._base + int(match.group(1)) if match else self._base
-            raise Malformed(where, _BYTE.sub("", message).strip()) from None
+                return None
+            at = _error_byte(message)
+            if at is not None and "trailing characters" in message:
+                # only whitespace lies between the array's `]` and the first trailing byte
+                return self._buf.rfind(b"]", 0, at)
+            raise Malformed(self._base + (at or 0), _BYTE.sub("", message).strip()) from None
+        return self._buf.rfind(b"]")  # the array ends the input
 
-    def _closes(self, tail: bytes) -> bool:
-        if not self._prefix:
-            return not tail.strip()
-        return _decodes(b'{"traceEvents": []' + tail)
+    def _salvage(self) -> Iterator[Sliced[T]]:
+        """The input ends inside the array: hand out the complete events left, then the
+        members before the array, then report the cut."""
+        while (cut := self._cut()) is not None:
+            yield cut
+        yield from self._header_before_array(self._base)
+        raise Truncated(self._base)
+
+    def _header_before_array(self, offset: int) -> Iterator[Sliced[T]]:
+        """The object's members before the array (deviceProperties, distributedInfo, ...),
+        for a salvaged input whose later members are cut; nothing for a bare array."""
+        if self._prefix:
+            yield Sliced[T]("header", self._prefix + b'"traceEvents": []}', offset)
+
+    def _closes(self, tail: bytes, offset: int) -> bool:
+        """Whether the text after the array closes the document (False: it is cut short).
+        Raises Malformed for any other text (e.g. garbage after the object)."""
+        opening = b'{"traceEvents": []' if self._prefix else b"[]"
+        try:
+            msgspec.json.decode(_utf8(opening + tail))
+        except msgspec.DecodeError as exc:
+            message = str(exc)
+            if "truncated" in message.lower():
+                return False
+            at = max(0, (_error_byte(message) or 0) - len(opening))
+            raise Malformed(offset + at, _BYTE.sub("", message).strip()) from None
+        return True
+
+
+def _error_byte(message: str) -> int | None:
+    """Index of the byte a msgspec DecodeError message is about. For trailing characters
+    msgspec reports the byte after the first one (it has read it), since 0.18 at least."""
+    at = _BYTE.search(message)
+    if at is None:
+        return None
+    return int(at.group(1)) - ("trailing characters" in message)
+
+
+@cache
+def _raw_array() -> msgspec.json.Decoder:
+    """Checks a JSON array's syntax without making its items (msgspec.Raw views)."""
+    return msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _utf8(text: bytes) -> bytes:

@@ -113,8 +113,9 @@ def iterations(events: list[dict[str, Any]]) -> list[tuple[int | None, int, int]
     if steps:
         # Tie-break on (he, N) only so the order is deterministic.
         return sorted(steps, key=lambda s: (s[1], s[2], s[0]))
-    # The profiler's own "Trace" span is not an event of the job (the ETL ignores it too).
-    spans = [span(e) for e in events if e.get("cat") != "Trace"]
+    # Without steps the window is the span of all complete events, whatever their category
+    # (the profiler's own "Trace" session span too).
+    spans = [span(e) for e in events]
     if not spans:
         return []
     return [(None, min(s for s, _ in spans), max(t for _, t in spans))]

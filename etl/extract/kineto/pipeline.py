@@ -39,8 +39,11 @@ from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.rawio import is_gzip, slice_checksum
 from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
                                            spill_table, spill_text)
-from etl.extract.kineto.tables import (BeginEndSweep, Step, _anomaly_table, _devices_table,
-                                      iterations_table, thread_keys)
+from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
+                                            window_ends)
+from etl.extract.kineto.tables import (NO_GPU_ACTIVITY, BeginEndSweep, Step, _anomaly_table,
+                                      _devices_table, gpu_work_calls, iterations_table,
+                                      no_gpu_activity, thread_keys)
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
 
@@ -54,6 +57,9 @@ class SourceResult:
     gpu_names: list[str]
     kernels: int = 0
     anomalies: int = 0
+    # what the ingest's output says about the source: (a short note for its summary
+    # table, a one-line warning)
+    remarks: list[tuple[str, str]] = field(default_factory=list)
 
 
 def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Path,
@@ -182,6 +188,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
               gpu_override: str | None, spill: Path, sinks: Sinks,
               options: PipelineOptions) -> SourceResult:
     rank = _rank(info)
+    slices = len(summaries)  # the spills of the file's slices, in order (pairs follow)
     if any(s.begin_end_rows for s in summaries):
         summaries = summaries + _pair_begin_end(spill, len(summaries), options)
     # in trace order (pairs are spilled after the slices)
@@ -196,7 +203,12 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
         sinks.end_of_host_events()
         release_memory()
     gpu_rows = sum(s.gpu_rows for s in summaries)
-    kernels = _kernels(spill, gpu_rows, launch_rows, source, sinks.kernels) if gpu_rows else 0
+    ends: dict[int, int] | None = {} if info.truncated else None
+    kernels = (_kernels(spill, gpu_rows, launch_rows, source, sinks.kernels, ends)
+               if gpu_rows else 0)
+    work_activities = sum(s.gpu_work_activities for s in summaries)
+    work_calls = 0 if work_activities else _gpu_work_calls(spill)  # read back: rare
+    source.anomalies += no_gpu_activity(work_calls, work_activities)
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -207,11 +219,71 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     for summary in summaries:
         span = merge_span(span, summary.span)
     devices = sorted({d for s in summaries for d in s.devices})
+    record = _record_end(spill, slices) if info.truncated else None
+    iterations = iterations_table(steps, span, record, ends)
     return SourceResult(
-        info, _with_context(iterations_table(steps, span), source), _with_context(
+        info, _with_context(iterations, source), _with_context(
             _devices_table(info.device_properties, devices, gpu_override), source),
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
-        kernels=kernels, anomalies=anomalies.num_rows)
+        kernels=kernels, anomalies=anomalies.num_rows,
+        remarks=_remarks(info, iterations, work_calls, work_activities))
+
+
+def _remarks(info: TraceInfo, iterations: pa.Table, work_calls: int, work_activities: int
+             ) -> list[tuple[str, str]]:
+    """What the ingest's output says about a source beyond its counts."""
+    remarks = []
+    if no_gpu_activity(work_calls, work_activities):
+        remarks.append(("no GPU activity", f"{work_calls} launch calls that start GPU work and "
+                        "no GPU activity: recorded without CUDA activities? No GPU "
+                        f"utilization for this trace (anomaly {NO_GPU_ACTIVITY})"))
+    if info.truncated:
+        cut = iterations.num_rows - pc.sum(iterations["complete"].cast(pa.int64())).as_py()
+        remarks.append((f"truncated, {cut} of {iterations.num_rows} iterations incomplete",
+                        "truncated: the complete events before the cut were kept (--salvage); "
+                        f"{cut} of {iterations.num_rows} iterations are incomplete "
+                        "(iterations.complete = false, iterations.cut says why)"))
+    return remarks
+
+
+def _record_end(spill: Path, slices: int) -> RecordEnd:
+    """How far a truncated source's record reaches, from the spill files read back (a cost
+    only truncated sources pay): the launch calls kept by pass 2 and the GPU activities'
+    correlation ids, and the order of the slices' records."""
+    launch_file = spill / "launch.parquet"
+    calls = (pq.read_table(launch_file, columns=["correlation_id", "ts_ns"])
+             if launch_file.exists() else pa.table({"correlation_id": pa.array([], pa.int64()),
+                                                    "ts_ns": pa.array([], pa.int64())}))
+    gpu_ids = [pq.read_table(f, columns=["correlation_id"])["correlation_id"]
+               for f in sorted(spill.glob("gpu-*.parquet"))]
+    gpu_correlation = pa.chunked_array([c for g in gpu_ids for c in g.chunks], pa.int64())
+    return RecordEnd.of(_spilled_order(spill, slices), calls["correlation_id"],
+                        calls["ts_ns"], gpu_correlation)
+
+
+def _spilled_order(spill: Path, slices: int) -> RecordOrder:
+    """The order of the launch calls and GPU activities of the file's slices (spill files
+    0 .. slices - 1, rows in file order; pairs of B/E events come after and do not count)."""
+    order = RecordOrder()
+    for index in range(slices):
+        host = _spilled(spill / f"host-{index:06d}.parquet",
+                        ["ph", "ts_ns", "dur_ns", "is_launch"])
+        gpu = _spilled(spill / f"gpu-{index:06d}.parquet", ["ph", "ts_ns"])
+        launches = None if host is None else host.filter(host["is_launch"])
+        order = order.then(RecordOrder.of(launches, gpu))
+    return order
+
+
+def _spilled(path: Path, columns: list[str]) -> pa.Table | None:
+    """Columns of a spill file; None when the slice had no such rows (no file)."""
+    return pq.read_table(path, columns=columns) if path.exists() else None
+
+
+def _gpu_work_calls(spill: Path) -> int:
+    """Launch calls that start GPU work, from the spilled host rows (their names)."""
+    names = [pq.read_table(f, columns=["name"], filters=[("is_launch", "=", True)])["name"]
+             for f in sorted(spill.glob("host-*.parquet"))]
+    return gpu_work_calls(pa.chunked_array([c for n in names for c in n.chunks], pa.string()))
 
 
 def _duckdb(spill: Path, threads: int) -> Any:
@@ -472,9 +544,10 @@ class _SpillWriter:
             self.writer.close()
 
 
-def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, write: Writer
-             ) -> int:
-    """Pass 3: GPU activities with their launch, op, layer and iteration."""
+def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, write: Writer,
+             ends: dict[int, int] | None) -> int:
+    """Pass 3: GPU activities with their launch, op, layer and iteration. `ends`, when
+    given, gets the latest end of the activities launched in each iteration."""
     count = 0
 
     def emit(joined: pa.Table) -> None:
@@ -486,6 +559,8 @@ def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, writ
             **{c: joined[c] for c in KERNEL_COLUMNS},
             "iteration": _iteration_of(source, joined["launch_ts_ns"].combine_chunks())})
         _flag_orphans(table, source)
+        if ends is not None:
+            merge_window_ends(ends, window_ends(table))
         write(_with_context(table, source))
         count += table.num_rows
 

@@ -236,6 +236,8 @@ def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
     except msgspec.DecodeError as exc:
         raise InputError(path, f"not valid JSON ({exc})", None,
                          "check that the file is a PyTorch profiler trace") from None
+    except RecursionError:  # from the slicer's syntax scan of the input's end
+        raise _too_deep(path, None) from None
     if header == b"{}" and sink.with_phase() == 0:
         raise NotATrace("JSON array without trace events (no event has a ph)")
     anomalies: list[Anomaly] = []
@@ -356,8 +358,12 @@ def _guarded(path: Path, offset: int, decode: Any, text: SliceText | memoryview)
     try:
         return decode(text)
     except RecursionError:
-        raise InputError(path, "JSON nested too deeply to be a trace", f"after byte {offset}",
-                         "check that the file is a PyTorch profiler trace") from None
+        raise _too_deep(path, f"after byte {offset}") from None
+
+
+def _too_deep(path: Path, place: str | None) -> InputError:
+    return InputError(path, "JSON nested too deeply to be a trace", place,
+                      "check that the file is a PyTorch profiler trace")
 
 
 def _replace_invalid_utf8(text: SliceText | memoryview, offset: int, exc: UnicodeDecodeError,

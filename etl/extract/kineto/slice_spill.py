@@ -5,7 +5,7 @@ ingesting process or in a worker process, so it takes and returns only picklable
 Host rows get the flags the linker needs (computed in bulk here, not per event later);
 GPU rows get their kind; B/E events are set aside unpaired (trace_pipeline pairs them
 once every slice is spilled). Everything that must be known about the whole source before
-linking (steps, the span of kept events, device ids, anomalies) is returned, not written.
+linking (steps, the span of complete events, device ids, anomalies) is returned, not written.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 
 from etl.extract.kineto.reader import Anomaly, SliceText, decode_slice, field_map
 from etl.extract.rawio import read_slice
-from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times, kept_span,
-                              split_begin_end)
+from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times,
+                                      complete_span, gpu_work_activities, split_begin_end)
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
 
@@ -37,9 +37,10 @@ class SliceSummary:
     gpu_rows: int = 0
     anomalies: list[Anomaly] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
-    span: tuple[int, int] | None = None   # min start, max end of kept timed events
+    span: tuple[int, int] | None = None   # min start, max end of its complete events
     devices: list[int] = field(default_factory=list)
     begin_end_rows: int = 0               # B and E events spilled unpaired (be-<index>)
+    gpu_work_activities: int = 0          # kernels, copies and fills
 
 
 def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
@@ -75,9 +76,10 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
     summary.steps = _steps(host)
-    summary.span = merge_span(kept_span(host), kept_span(gpu))  # no third copy of the rows
+    summary.span = complete_span(base)
     summary.devices = [d for d in pc.unique(gpu["device_id"]).to_pylist() if d is not None]
     summary.host_rows, summary.gpu_rows = host.num_rows, gpu.num_rows
+    summary.gpu_work_activities = gpu_work_activities(gpu)
     _write(host, folder / f"host-{index:06d}.parquet")
     _write(gpu, folder / f"gpu-{index:06d}.parquet")
     return summary

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl import link
+from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.reader import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
@@ -47,8 +48,9 @@ def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> Sourc
     host = base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host)))
     gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
-    kept = base.select(["ph", "ts_ns", "dur_ns"]).take(pa.array(np.flatnonzero(is_host | is_gpu)))
-    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, kept)
+    times = base.select(["ph", "ts_ns", "dur_ns"])  # every category: the whole-trace span
+    order = RecordOrder.of_events(plain) if trace.truncated else None  # in file order
+    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, times, order)
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
         host_events=_with_context(host_t, context),
@@ -266,8 +268,9 @@ def _np(column: Any, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return values, valid
 
 
-def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly],
-          base: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Table,
+          order: RecordOrder | None) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """`order`: of a truncated source's records (None for a whole source)."""
     h_ts, h_ts_ok = _np(host["ts_ns"])
     h_dur, h_dur_ok = _np(host["dur_ns"])
     timed = h_ts_ok & h_dur_ok & (host["ph"].to_numpy(zero_copy_only=False) == "X")
@@ -279,7 +282,10 @@ def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly],
                           "starts inside an enclosing event on its thread but ends after it"))
     host_t = _host_table(host, links, host_iter)
     kern_t = _kernel_table(host, gpu, links, host_iter, anomalies)
-    iters = _iteration_table(host, steps, base)
+    record = None if order is None else _record_end(order, host, gpu)
+    iters = _iteration_table(host, steps, base, record, kern_t)
+    calls = host["name"].take(pa.array(_launch_rows(host)))
+    anomalies += no_gpu_activity(gpu_work_calls(calls), gpu_work_activities(gpu))
     return host_t, kern_t, iters
 
 
@@ -382,6 +388,34 @@ def _launch_rows(host: pa.Table) -> np.ndarray:
                                      else mask))
 
 
+def gpu_work_calls(calls: Any) -> int:
+    """How many of the launch calls named `calls` start GPU work (fields.toml [gpu_work])."""
+    names = pc.value_counts(calls)  # a few distinct names: the pattern is matched on those
+    work = pc.match_substring_regex(names.field("values"), field_map()["gpu_work"]["pattern"])
+    return int(pc.sum(names.field("counts").filter(pc.fill_null(work, False))).as_py() or 0)
+
+
+def gpu_work_activities(gpu: pa.Table) -> int:
+    """GPU activities such calls start (kernels, copies, fills; not annotations, profiler
+    ranges or waits) among GPU rows with their kind."""
+    work = pc.is_in(gpu["kind"], pa.array(["kernel", "memcpy", "memset"], pa.string()))
+    return int(pc.sum(pc.fill_null(work, False).cast(pa.int64())).as_py() or 0)
+
+
+NO_GPU_ACTIVITY = "launches_without_gpu_activity"
+
+
+def no_gpu_activity(calls: int, activities: int) -> list[Anomaly]:
+    """The anomaly of a source with launch calls that start GPU work and not one GPU
+    activity such calls start."""
+    if not calls or activities:
+        return []
+    return [(NO_GPU_ACTIVITY, None, f"{calls} launch calls that start GPU work and no GPU "
+             "activity (kernel, copy or fill) in the trace: it was probably recorded without "
+             "CUDA activities (torch.profiler without ProfilerActivity.CUDA); it holds no GPU "
+             "time, so no utilization is computed for it")]
+
+
 def _take_names(names: pa.Array, rows: np.ndarray) -> pa.Array:
     if len(names) == 0:
         return pa.nulls(len(rows), pa.string())
@@ -399,38 +433,71 @@ def _flag_orphans(gpu: pa.Table, launch: np.ndarray, anomalies: list[Anomaly]) -
                               "the kernel counts toward busy time but belongs to no iteration"))
 
 
-def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Table) -> pa.Table:
+def _iteration_table(host: pa.Table, steps: tuple[np.ndarray, ...], base: pa.Table,
+                     record: RecordEnd | None, kernels: pa.Table) -> pa.Table:
     start, end, number, rows = steps
     ids = np.asarray(host["event_id"].combine_chunks())[rows] if len(rows) else rows
     marks = list(zip(ids.tolist(), number.tolist(), start.tolist(), end.tolist()))
-    return iterations_table(marks, None if marks else kept_span(base))
+    ends = window_ends(kernels) if record is not None else None
+    return iterations_table(marks, None if marks else complete_span(base), record, ends)
+
+
+def _record_end(order: RecordOrder, host: pa.Table, gpu: pa.Table) -> RecordEnd:
+    launches = host.take(pa.array(_launch_rows(host)))
+    return RecordEnd.of(order, launches["correlation_id"], launches["ts_ns"],
+                        gpu["correlation_id"])
 
 
 Step = tuple[int, int, int, int]  # event_id, N, start, end of a ProfilerStep#N marker
 
 
-def iterations_table(steps: list[Step], span: tuple[int, int] | None) -> pa.Table:
-    """ProfilerStep rows in trace order; without markers, one whole-trace row over `span`."""
+def iterations_table(steps: list[Step], span: tuple[int, int] | None,
+                     record: RecordEnd | None = None,
+                     window_ends: dict[int, int] | None = None) -> pa.Table:
+    """ProfilerStep rows in trace order; without markers, one whole-trace row over `span`.
+
+    `record`: how far a truncated source's record reaches (None: the source is whole), with
+    `window_ends`, the latest end of the activities launched in each iteration; an iteration
+    the cut may have reached is not `complete`, and `cut` says why (completeness.py).
+    """
     if steps:
         return pa.table({"iteration": pa.array([s[1] for s in steps], pa.int64()),
                          "start_ns": pa.array([s[2] for s in steps], pa.int64()),
                          "end_ns": pa.array([s[3] for s in steps], pa.int64()),
                          "boundary": pa.array(["ProfilerStep"] * len(steps), pa.string()),
-                         "event_id": pa.array([s[0] for s in steps], pa.int64())})
+                         "event_id": pa.array([s[0] for s in steps], pa.int64()),
+                         **_completeness(_step_cuts(steps, record, window_ends or {}))})
     rows = [span] if span else []
     return pa.table({"iteration": pa.nulls(len(rows), pa.int64()),
                      "start_ns": pa.array([r[0] for r in rows], pa.int64()),
                      "end_ns": pa.array([r[1] for r in rows], pa.int64()),
                      "boundary": pa.array(["whole_trace"] * len(rows), pa.string()),
-                     "event_id": pa.nulls(len(rows), pa.int64())})
+                     "event_id": pa.nulls(len(rows), pa.int64()),
+                     # a cut trace's span is the span of what was read, never the whole
+                     **_completeness([None if record is None else "trace_cut"] * len(rows))})
 
 
-def kept_span(kept: pa.Table) -> tuple[int, int] | None:
-    """Earliest start and latest end of the complete events with ts and dur ≥ 0: the
-    whole-trace iteration when there are no step markers. `kept` excludes ignored
-    categories, so the profiler's own `Trace` span does not count."""
-    ts, dur = kept["ts_ns"], kept["dur_ns"]
-    ok = pc.fill_null(pc.and_(pc.and_(pc.equal(kept["ph"], "X"), pc.is_valid(ts)),
+def _step_cuts(steps: list[Step], record: RecordEnd | None, window_ends: dict[int, int]
+               ) -> list[str | None]:
+    if record is None:
+        return [None] * len(steps)
+    first = min(range(len(steps)), key=lambda i: steps[i][2])
+    return [record.cut(start, end, max(end, window_ends.get(n, end)), i == first)
+            for i, (_, n, start, end) in enumerate(steps)]
+
+
+def _completeness(cuts: list[str | None]) -> dict[str, pa.Array]:
+    return {"complete": pa.array([c is None for c in cuts], pa.bool_()),
+            "cut": pa.array(cuts, pa.string())}
+
+
+def complete_span(events: pa.Table) -> tuple[int, int] | None:
+    """Earliest start and latest end of the complete events with ts and dur >= 0, whatever
+    their category: the whole-trace iteration when there are no step markers. The span of
+    all complete events includes the profiler's own session span (`Trace`, which is no
+    event of the job: it is in no table)."""
+    ts, dur = events["ts_ns"], events["dur_ns"]
+    ok = pc.fill_null(pc.and_(pc.and_(pc.equal(events["ph"], "X"), pc.is_valid(ts)),
                               pc.greater_equal(dur, 0)), False)
     start = pc.min(pc.filter(ts, ok)).as_py()  # only the two columns: names are not copied
     if start is None:
