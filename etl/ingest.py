@@ -330,7 +330,7 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
                               done.rank, done.info.truncated, done.gpu_names,
                               remarks=getattr(done, "remarks", [])))
         parts["devices"].append(done.devices)
-        parts["iterations"].append(done.iterations)
+        parts["iterations"].append(_complete_unless_said(done.iterations))
     return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}
 
 
@@ -436,6 +436,19 @@ def _empty_table(name: str) -> Any:
     for column in ("run_id", "publish_id"):  # added by the writer
         schema = schema.remove(schema.get_field_index(column))
     return schema.empty_table()
+
+
+def _complete_unless_said(iterations: Any) -> Any:
+    """A reader that reads its files whole (all but a salvaging one) need not say that its
+    iterations are complete: `complete` true and `cut` NULL are filled in for it."""
+    import pyarrow as pa
+
+    n = iterations.num_rows
+    if "complete" not in iterations.column_names:
+        iterations = iterations.append_column("complete", pa.repeat(pa.scalar(True), n))
+    if "cut" not in iterations.column_names:
+        iterations = iterations.append_column("cut", pa.nulls(n, pa.string()))
+    return iterations
 
 
 def _pipeline_options(path: Path, options: Options) -> Any:

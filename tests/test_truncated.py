@@ -200,9 +200,6 @@ def test_ingest_says_how_many_iterations_a_cut_left_incomplete(tmp_path: Path) -
     assert "truncated, 3 of 4 iterations incomplete" in summary_row
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: gpu_utilization reads 0.0 for an iteration "
-                   "whose kernels were cut off; needs gpu_utilization_v2 (iterations.complete "
-                   "in the window, gpu_util NULL when incomplete), owned by the SQL views")
 def test_gpu_utilization_of_a_cut_iteration_is_null(tmp_path: Path) -> None:
     events, _ = CUTS["before two kernels"]
     cut_inside_last(tmp_path / "runs" / "cut" / "t.json", events)

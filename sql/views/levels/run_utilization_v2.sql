@@ -17,7 +17,8 @@
 -- The iteration (the one with the most matched kernels) and the roll-up of kernel ratios
 -- below are this project's.
 -- v2: a row for every device run_summary has, ncu levels or not (v1 had rows only where
--- kernels matched an ncu export, so runs with traces only vanished); `ncu_reason`.
+-- kernels matched an ncu export, so runs with traces only vanished); `ncu_reason`; reads
+-- gpu_utilization_v2 and run_summary_v2 (incomplete iterations have no gpu_util).
 WITH per_iteration AS (
     SELECT
         ik.run_id, ik.source_id, ik.device_id, ik.iteration,
@@ -40,7 +41,7 @@ WITH per_iteration AS (
 chosen AS (
     SELECT p.*
     FROM per_iteration AS p
-    LEFT JOIN run_summary_v1 AS s
+    LEFT JOIN run_summary_v2 AS s
       ON s.run_id = p.run_id AND s.source_id = p.source_id AND s.device_id = p.device_id
     WHERE p.matched_kernels > 0
     QUALIFY row_number() OVER (
@@ -62,7 +63,7 @@ rows AS (
            CASE WHEN c.run_id IS NOT NULL THEN NULL
                 WHEN e.run_id IS NULL THEN 'no ncu export in the run'
                 ELSE 'no kernel of this device matched the ncu export' END AS ncu_reason
-    FROM run_summary_v1 AS s
+    FROM run_summary_v2 AS s
     LEFT JOIN chosen AS c
       ON c.run_id = s.run_id AND c.source_id = s.source_id AND c.device_id = s.device_id
     LEFT JOIN exports AS e ON e.run_id = s.run_id
@@ -95,7 +96,7 @@ SELECT
     r.batch_size,
     r.gpu
 FROM rows AS x
-JOIN gpu_utilization_v1 AS g
+JOIN gpu_utilization_v2 AS g
   ON g.run_id = x.run_id AND g.source_id = x.source_id AND g.device_id = x.device_id
  AND g.iteration IS NOT DISTINCT FROM x.iteration
 LEFT JOIN chosen AS c
