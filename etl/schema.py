@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
-          "ncu_kernels", "ncu_metrics", "ncu_levels", "kernel_match")
+          "ncu_kernels", "ncu_metrics", "ncu_levels", "kernel_match", "memory_events")
 
 
 @dataclass(frozen=True)
