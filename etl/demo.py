@@ -16,6 +16,8 @@ What the three runs exercise:
 - DDP: two ranks (one gzipped file, one plain), `distributedInfo`, an NCCL all-reduce per
   step on a second stream overlapping the backward pass, and two files the ingest must
   skip (`train.log`, `config.json`).
+- TensorFlow-format runs (etl/demo_xplane.py): XSpace profiles of a BERT-like model, eager
+  and XLA, at batch sizes 8-64, for `batch_scaling`.
 """
 from __future__ import annotations
 
@@ -193,7 +195,9 @@ def write_demo(dest: Path, seed: int = 0) -> list[Path]:
         if run.world_size > 1:
             _write_unrelated_files(folder)
         folders.append(folder)
-    return folders
+    from etl.demo_xplane import write_tf_demo  # TensorFlow-format (xplane.pb) runs
+
+    return folders + write_tf_demo(dest, seed)
 
 
 def _run_toml(run: RunSpec) -> str:

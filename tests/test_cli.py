@@ -21,10 +21,10 @@ def test_demo_ingest_and_query(tmp_path: Path) -> None:
     assert cli("demo", str(tmp_path / "demo")).returncode == 0
     result = cli("ingest", str(tmp_path / "demo"), "--warehouse", str(tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
-    assert "3 ingested" in result.stdout
+    assert "11 ingested" in result.stdout  # 3 PyTorch runs, 8 TensorFlow (xplane) runs
     assert "train.log: skipped" in result.stderr and "config.json: skipped" in result.stderr
     rows = query_json(tmp_path / "wh", "SELECT run_name, rank, gpu_util FROM run_summary "
-                      "ORDER BY run_name, rank")
+                      "WHERE framework = 'pytorch' ORDER BY run_name, rank")
     assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_ddp",
                                              "resnet_amp_eager", "resnet_fp32_eager"]
     assert all(0 < r["gpu_util"] <= 1 for r in rows)

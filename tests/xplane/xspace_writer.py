@@ -1,136 +1,15 @@
 """A small XSpace (xplane.pb) writer for tests: what the corpus's one real file lacks
 (several steps, several GPUs, XLA kernels, a kernel without a launch, CPU-only profiles,
-allocator events). It encodes the protobuf wire format directly, independently of the
-reader's decoder; field numbers from xplane.proto (see etl/extract/xplane/decode.py).
+allocator events). The encoder (etl/demo_xplane.py, shared with `etl demo` and bench/)
+writes the protobuf wire format directly, independently of the reader's decoder.
 """
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-StatValue = int | float | str
+from etl.demo_xplane import Event, Line, Plane, Ref, StatValue, xspace
 
-
-@dataclass(frozen=True)
-class Ref:
-    """A stat whose value is a string stored as a stat metadata name (ref_value)."""
-
-    text: str
-
-
-@dataclass
-class Event:
-    name: str
-    offset_ps: int
-    duration_ps: int = 0
-    stats: dict[str, StatValue | Ref] = field(default_factory=dict)
-
-
-@dataclass
-class Line:
-    id: int
-    name: str
-    timestamp_ns: int
-    events: list[Event] = field(default_factory=list)
-
-
-@dataclass
-class Plane:
-    id: int
-    name: str
-    lines: list[Line] = field(default_factory=list)
-    stats: dict[str, StatValue] = field(default_factory=dict)
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1          # int64 negatives: ten bytes of two's complement
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def tag(number: int, wire: int) -> bytes:
-    return varint(number << 3 | wire)
-
-
-def vfield(number: int, value: int) -> bytes:
-    return tag(number, 0) + varint(value)
-
-
-def lfield(number: int, payload: bytes | str) -> bytes:
-    data = payload.encode() if isinstance(payload, str) else payload
-    return tag(number, 2) + varint(len(data)) + data
-
-
-class _PlaneIds:
-    def __init__(self) -> None:
-        self.events: dict[str, int] = {}
-        self.stats: dict[str, int] = {}
-
-    def event(self, name: str) -> int:
-        return self.events.setdefault(name, len(self.events) + 1)
-
-    def stat(self, name: str) -> int:
-        return self.stats.setdefault(name, len(self.stats) + 1)
-
-
-def _stat(ids: _PlaneIds, name: str, value: StatValue | Ref) -> bytes:
-    body = vfield(1, ids.stat(name))
-    if isinstance(value, Ref):
-        body += vfield(7, ids.stat(value.text))
-    elif isinstance(value, bool) or isinstance(value, int):
-        body += vfield(4, int(value)) if value < 0 else vfield(3, int(value))
-    elif isinstance(value, float):
-        body += tag(2, 1) + struct.pack("<d", value)
-    else:
-        body += lfield(5, value)
-    return body
-
-
-def _event(ids: _PlaneIds, event: Event) -> bytes:
-    body = vfield(1, ids.event(event.name))
-    if event.offset_ps:
-        body += vfield(2, event.offset_ps)
-    if event.duration_ps:
-        body += vfield(3, event.duration_ps)
-    for name, value in event.stats.items():
-        body += lfield(4, _stat(ids, name, value))
-    return body
-
-
-def _line(ids: _PlaneIds, line: Line) -> bytes:
-    body = vfield(1, line.id) + lfield(2, line.name) + vfield(3, line.timestamp_ns)
-    for event in line.events:
-        body += lfield(4, _event(ids, event))
-    return body
-
-
-def plane_bytes(plane: Plane) -> bytes:
-    ids = _PlaneIds()
-    body = vfield(1, plane.id) + lfield(2, plane.name)
-    for line in plane.lines:
-        body += lfield(3, _line(ids, line))
-    stats = b"".join(lfield(6, _stat(ids, n, v)) for n, v in plane.stats.items())
-    for name, number in ids.events.items():
-        entry = vfield(1, number) + lfield(2, vfield(1, number) + lfield(2, name))
-        body += lfield(4, entry)
-    for name, number in list(ids.stats.items()):
-        entry = vfield(1, number) + lfield(2, vfield(1, number) + lfield(2, name))
-        body += lfield(5, entry)
-    return body + stats
-
-
-def xspace(planes: list[Plane], errors: tuple[str, ...] = (), hostnames: tuple[str, ...] = ()
-           ) -> bytes:
-    out = b"".join(lfield(1, plane_bytes(p)) for p in planes)
-    out += b"".join(lfield(2, e) for e in errors)
-    return out + b"".join(lfield(4, h) for h in hostnames)
+__all__ = ["Event", "Line", "Plane", "Ref", "StatValue", "xspace", "Profile", "profile_bytes"]
 
 
 # ---- a TF-like profile -----------------------------------------------------------------
@@ -152,6 +31,7 @@ class Profile:
     orphan: bool = False            # one kernel whose launch is missing
     step_markers: bool = True       # host events with step_num (else group_id only)
     memory: bool = True
+    memory_steps: int | None = None  # allocator events in the first N steps only (None: all)
 
     def planes(self) -> list[Plane]:
         host = Plane(1, "/host:CPU")
@@ -170,7 +50,7 @@ class Profile:
                 for k in range(self.kernels):
                     correlation = self._kernel(thread, streams[g], step, g, k, start_ps,
                                                correlation)
-            if self.memory:
+            if self.memory and (self.memory_steps is None or step < self.memory_steps):
                 for g in range(self.gpus):
                     main.events += self._allocations(g, step, start_ps)
         host.lines = [main, thread]
