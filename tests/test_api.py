@@ -54,7 +54,7 @@ def test_every_table_and_view_is_there(demo_warehouse: Path) -> None:
     con = etl.connect(demo_warehouse)
     names = [*TABLES, *{v.stable for v in discover() if not v.stable.startswith("_")}]
     counts = {n: con.execute(f"SELECT count(*) FROM {n}").fetchone() for n in names}
-    assert counts["runs"] == (3,) and counts["gpu_utilization"] != (0,)
+    assert counts["runs"] == (11,) and counts["gpu_utilization"] != (0,)  # 3 PyTorch, 8 TF
     with pytest.raises(duckdb.Error, match="read-only"):
         con.execute("CREATE TABLE scratch AS SELECT 1")
 
