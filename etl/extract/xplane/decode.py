@@ -224,7 +224,11 @@ def read_events(buf: bytes, events: list[tuple[int, int]], timestamp_ns: int, pl
                 _event_stat(buf, pos, stop, roles, names, stats, not_stored)
                 pos = stop
             elif key == 0x08:
-                metadata_id, pos = varint(buf, pos, end)
+                if pos < end and buf[pos] < 0x80:     # one-byte varint: most metadata ids
+                    metadata_id = buf[pos]
+                    pos += 1
+                else:
+                    metadata_id, pos = varint(buf, pos, end)
             elif key == 0x10:
                 offset, pos = varint(buf, pos, end)
             elif key == 0x18:
@@ -275,7 +279,11 @@ def _event_stat(buf: bytes, pos: int, end: int, roles: dict[int, str], names: di
         tag = buf[pos]
         pos += 1
         if tag == 0x08:
-            key, pos = varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:         # one-byte varint: most stat ids
+                key = buf[pos]
+                pos += 1
+            else:
+                key, pos = varint(buf, pos, end)
         elif tag == 0x18:
             value, pos = varint(buf, pos, end)
         elif tag == 0x20:

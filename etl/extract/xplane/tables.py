@@ -115,6 +115,8 @@ class Collector:
 
     def __init__(self) -> None:
         self.host, self.gpu, self.memory = Columns(HOST), Columns(GPU), Columns(MEMORY)
+        self.host_appends = [self.host.data[c].append for c in HOST]
+        self.gpu_appends = [self.gpu.data[c].append for c in GPU]
         self.strings = Strings()
         self.next_id = 0
         self.steps_line_groups: set[int] = set()
@@ -131,8 +133,8 @@ class Collector:
         category = _host_category(name, stats, self.allocation, self.deallocation)
         row = (event_id, ts, dur, self.strings.of(name), thread, self.strings.of(category),
                _int(corr), _int(stats.get("group_id")), _int(stats.get("step_num")))
-        for column, value in zip(HOST, row):
-            self.host.data[column].append(value)
+        for append, value in zip(self.host_appends, row):
+            append(value)
         if category == "memory":
             self._memory(event_id, ts, name == self.deallocation, stats)
 
@@ -153,8 +155,8 @@ class Collector:
         row = (self._id(), device, stream, self.strings.of(name), ts, dur,
                _int(stats.get("correlation_id")), self.strings.of(kind), *details,
                self.strings.of(op_name), self.strings.of(layer))
-        for column, value in zip(GPU, row):
-            self.gpu.data[column].append(value)
+        for append, value in zip(self.gpu_appends, row):
+            append(value)
 
     def _id(self) -> int:
         self.next_id += 1
