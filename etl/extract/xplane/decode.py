@@ -184,9 +184,9 @@ def _stat(buf: bytes, start: int, end: int, plane: Plane, out: Stats,
 EventSink = Callable[[int, int, int, Stats], None]   # metadata id, ts_ns, dur_ns, stats
 
 
-def read_line(buf: bytes, start: int, end: int) -> tuple[int, str, int, list[tuple[int, int]]]:
-    """(id, name, timestamp_ns, byte ranges of its events) of one XLine."""
-    line_id, name, display, timestamp, events = 0, "", "", 0, []
+def read_line(buf: bytes, start: int, end: int) -> tuple[int, str, int, int]:
+    """(id, name, timestamp_ns, number of events) of one XLine."""
+    line_id, name, display, timestamp, events = 0, "", "", 0, 0
     for number, wire, a, b in fields(buf, start, end):
         if number == 1 and wire == VARINT:
             line_id = signed(a)
@@ -197,19 +197,29 @@ def read_line(buf: bytes, start: int, end: int) -> tuple[int, str, int, list[tup
         elif number == 3 and wire == VARINT:
             timestamp = signed(a)
         elif number == 4 and wire == LEN:
-            events.append((a, b))
+            events += 1
         elif number in (1, 2, 3, 4, 11):
             raise WireError(a, f"XLine field {number} has the wrong wire type {wire}")
     return line_id, name or display, timestamp, events
 
 
-def read_events(buf: bytes, events: list[tuple[int, int]], timestamp_ns: int, plane: Plane,
+def read_events(buf: bytes, line_start: int, line_end: int, timestamp_ns: int, plane: Plane,
                 space: Space, sink: EventSink) -> None:
-    """Decode each XEvent of a line and hand it to `sink` (aggregated ones are counted)."""
+    """Decode each XEvent of the XLine in [line_start, line_end) and hand it to `sink`
+    (aggregated ones are counted). The events are found as they are decoded: no list of
+    their places (a 100 MB file has millions)."""
     roles, event_stats, not_stored = plane.roles, plane.event_stats, space.not_stored
     names = plane.stat_names
-    for start, end in events:
-        pos = start
+    at = line_start
+    while at < line_end:
+        if buf[at] != 0x22:                       # not field 4 (events): skip it
+            at = _skip(buf, at, line_end)
+            continue
+        size, pos = varint(buf, at + 1, line_end)
+        end = pos + size
+        if end > line_end:
+            raise WireError(pos, "an XEvent runs past the end of its XLine")
+        at = end
         metadata_id = offset = duration = 0
         aggregated = False
         stats: Stats = {}
@@ -318,6 +328,6 @@ def plane_kind(name: str) -> tuple[str, int | None]:
     if re.match(planes["host"], name):
         return "host", None
     found = re.match(planes["gpu"], name)
-    if found:
+    if found and int(found.group(1)) < 1 << 31:   # devices.device_id is an int32
         return "gpu", int(found.group(1))
     return "other", None

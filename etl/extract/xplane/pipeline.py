@@ -7,6 +7,7 @@ arrays); rows are written in chunks.
 from __future__ import annotations
 
 import re
+from array import array
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from etl.errors import InputError
 from etl.extract.trace_role import PipelineOptions, Sinks
 from etl.extract.xplane.decode import (Space, Stats, field_map, plane_kind, read_events,
                                        read_line, read_space)
-from etl.extract.xplane.tables import (NONE, Anomaly, Collector, SourceResult, XplaneInfo)
+from etl.extract.xplane.tables import (DETAILS, NONE, Anomaly, Collector, SourceResult,
+                                       XplaneInfo)
 from etl.extract.xplane.wire import WireError
 
 REMEDY = ("re-export the profile (tf.profiler / jax.profiler write plugins/profile/<session>/"
@@ -62,22 +64,23 @@ def _collect(buf: bytes, space: Space, collector: Collector) -> None:
                 "nor a /device:GPU:N plane; its events are not read")))
             continue
         for start, end in plane.lines:
-            line_id, name, timestamp, events = read_line(buf, start, end)
+            line_id, name, timestamp, count = read_line(buf, start, end)
             if kind == "host":
                 thread = collector.strings.of(name or str(line_id))
-                read_events(buf, events, timestamp, plane, space,
+                read_events(buf, start, end, timestamp, plane, space,
                             partial(collector.host_event, plane, thread))
                 continue
             stream = stream_re.match(name)
             if stream is not None:
                 number = int(stream.group(1))
-                read_events(buf, events, timestamp, plane, space,
+                number = number if number < 1 << 63 else NONE
+                read_events(buf, start, end, timestamp, plane, space,
                             partial(collector.gpu_event, plane, device or 0, number))
             elif name == steps_line:
-                read_events(buf, events, timestamp, plane, space,
+                read_events(buf, start, end, timestamp, plane, space,
                             partial(_step_group, collector))
             else:
-                collector.derived_lines[name] += len(events)
+                collector.derived_lines[name] += count
 
 
 def _step_group(collector: Collector, _metadata_id: int, _ts: int, _dur: int,
@@ -97,21 +100,49 @@ def _write(space: Space, c: Collector, source_id: int, gpu_override: str | None,
     host_iter = link.assign_iterations(steps.start, steps.end, steps.number, ts,
                                        np.ones(len(ts), dtype=bool))
     is_op = host.numpy("category") == c.strings.of("tf_op")
-    links = link.link_host(host.numpy("tid"), ts, ts + dur, dur >= 0, is_op, is_op)
+    links = _link_host(host.numpy("tid"), ts, ts + dur, dur >= 0, is_op, options.chunk_rows)
     for row in links.overlaps:
         c.anomalies.append(("overlapping_events", int(ts.size and host.numpy("event_id")[row]),
                             "starts inside an enclosing event on its thread but ends after it"))
     launch = _launches(c)
+    iterations = _iterations(c, steps, source_id)
     _write_host(c, links.parent, host_iter, source_id, sinks, options.chunk_rows)
     sinks.end_of_host_events()
+    for column in ("ts_ns", "dur_ns", "tid", "category", "group_id", "step_num"):
+        c.host.data[column] = array("q")  # written: only ids and names are read again
+    del ts, dur, is_op
+    links.parent = np.zeros(0, np.int64)
+    pa.default_memory_pool().release_unused()
     _write_kernels(c, launch, links.layer, host_iter, source_id, sinks, options.chunk_rows)
     _write_memory(c, source_id, sinks)
     anomalies = _anomaly_table(_source_anomalies(space, c, steps), source_id)
     sinks.anomalies(anomalies)
     devices = _devices(space, gpu_override, source_id)
-    return SourceResult(XplaneInfo(len(host) + len(gpu)), _iterations(c, steps, source_id),
+    return SourceResult(XplaneInfo(len(host) + len(gpu)), iterations,
                         devices, None, [n for n in devices["name"].to_pylist() if n],
                         kernels=len(gpu), anomalies=anomalies.num_rows)
+
+
+def _link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.ndarray,
+               is_op: np.ndarray, chunk_rows: int) -> link.HostLinks:
+    """link.link_host in chunks of the sorted rows with the open events carried (as the
+    Kineto pipeline links): its working set is a chunk's, not the source's. The innermost
+    TF op enclosing an event is linked as its `layer` (is_layer = is_op), as TF ops nest
+    (a function call op around the ops it runs) and a launch belongs to the innermost."""
+    n = len(start)
+    order = np.lexsort((np.arange(n), -end, start, thread))
+    order = order[(timed & (end >= start))[order]]
+    parent = np.full(n, NONE, dtype=np.int64)
+    innermost = np.full(n, NONE, dtype=np.int64)
+    overlaps: list[int] = []
+    carry = link.Carry.empty()
+    for at in range(0, len(order), max(chunk_rows, 1)):
+        rows = order[at:at + chunk_rows].astype(np.int64)
+        found, carry = link.link_sorted(link.SortedEvents(
+            thread[rows], start[rows], end[rows], rows, is_op[rows], is_op[rows]), carry)
+        parent[rows], innermost[rows] = found.parent, found.layer
+        overlaps += rows[found.overlap].tolist()
+    return link.HostLinks(parent, np.full(0, NONE), innermost, overlaps)
 
 
 class Steps:
@@ -245,6 +276,8 @@ def _write_kernels(c: Collector, launch: np.ndarray, innermost_op: np.ndarray,
                             "but belongs to no iteration"))
     launch_id, op_id, iteration = _at(host_ids, launch), _at(host_ids, op_row), _at(
         host_iter, launch)
+    known: list[tuple[int, ...]] = list(c.details) or [(NONE,) * len(DETAILS)]
+    table_of_details = np.array(known, dtype=np.int64)
     for part in _chunks(len(gpu), chunk_rows):
         columns: dict[str, pa.Array] = {
             "kernel_id": pa.array(gpu.numpy("event_id")[part], pa.int64()),
@@ -257,9 +290,9 @@ def _write_kernels(c: Collector, launch: np.ndarray, innermost_op: np.ndarray,
             "dur_ns": pa.array(gpu.numpy("dur_ns")[part], pa.int64()),
             "correlation_id": _optional(gpu.numpy("correlation_id")[part]),
             "external_id": pa.nulls(part.stop - part.start, pa.int64())}
-        for name in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                     "registers_per_thread", "shared_memory_bytes", "bytes"):
-            columns[name] = _optional(gpu.numpy(name)[part])
+        details = table_of_details[gpu.numpy("details")[part]]
+        for k, name in enumerate(DETAILS):
+            columns[name] = _optional(details[:, k])
         columns |= {"launch_event_id": _optional(launch_id[part]),
                     "op_event_id": _optional(op_id[part]),
                     "op_name": c.strings.column(op_name[part]),

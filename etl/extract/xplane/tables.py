@@ -51,6 +51,11 @@ class SourceResult:
     anomalies: int = 0
 
 
+def as_numpy(values: array[int]) -> np.ndarray:
+    dtype = np.int32 if values.typecode == "i" else np.int64
+    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
+
+
 class Strings:
     """Interned strings: rows hold an index, the table a dictionary."""
 
@@ -68,7 +73,7 @@ class Strings:
         return found
 
     def column(self, codes: array[int]) -> pa.Array:
-        indices = np.frombuffer(codes, dtype=np.int64) if len(codes) else np.zeros(0, np.int64)
+        indices = as_numpy(codes).astype(np.int64)
         if not self.values:
             return pa.nulls(len(indices), pa.string())
         dictionary = pa.array(self.values, pa.string())
@@ -76,26 +81,27 @@ class Strings:
         return dictionary.take(pa.array(np.maximum(indices, 0), pa.int64(), mask=missing))
 
 
-def _ints() -> array[int]:
-    return array("q")
+# Columns of codes (interned strings, device ids, details) are int32; the rest int64
+SMALL = frozenset(("name", "tid", "category", "kind", "op_name", "layer", "device_id",
+                   "details", "allocator"))
 
 
 @dataclass
 class Columns:
-    """Rows of one table as typed arrays (8 bytes a value: a 100 MB file stays small)."""
+    """Rows of one table as typed arrays (4 or 8 bytes a value: a 100 MB file stays
+    small)."""
 
     names: tuple[str, ...]
     data: dict[str, array[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.data = {n: _ints() for n in self.names}
+        self.data = {n: array("i" if n in SMALL else "q") for n in self.names}
 
     def __len__(self) -> int:
         return len(self.data[self.names[0]])
 
     def numpy(self, name: str) -> np.ndarray:
-        values = self.data[name]
-        return np.frombuffer(values, dtype=np.int64) if len(values) else np.zeros(0, np.int64)
+        return as_numpy(self.data[name])
 
     def optional(self, name: str) -> pa.Array:
         values = self.numpy(name)
@@ -105,8 +111,9 @@ class Columns:
 HOST = ("event_id", "ts_ns", "dur_ns", "name", "tid", "category", "correlation_id",
         "group_id", "step_num")
 GPU = ("event_id", "device_id", "stream_id", "name", "ts_ns", "dur_ns", "correlation_id",
-       "kind", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-       "registers_per_thread", "shared_memory_bytes", "bytes", "op_name", "layer")
+       "kind", "details", "op_name", "layer")
+DETAILS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+           "registers_per_thread", "shared_memory_bytes", "bytes")
 MEMORY = ("device_id", "allocator", "ts_ns", "allocated", "reserved", "delta", "event_id")
 
 
@@ -118,6 +125,7 @@ class Collector:
         self.host_appends = [self.host.data[c].append for c in HOST]
         self.gpu_appends = [self.gpu.data[c].append for c in GPU]
         self.strings = Strings()
+        self.details: dict[Details, int] = {}   # a kernel's DETAILS, interned
         self.next_id = 0
         self.steps_line_groups: set[int] = set()
         self.derived_lines: Counter[str] = Counter()
@@ -152,8 +160,9 @@ class Collector:
         name = plane.event_names.get(metadata_id, "")
         kind, details = _kind(name, stats)
         op_name, layer = _op_and_layer(stats)
+        code = self.details.setdefault(details, len(self.details))
         row = (self._id(), device, stream, self.strings.of(name), ts, dur,
-               _int(stats.get("correlation_id")), self.strings.of(kind), *details,
+               _int(stats.get("correlation_id")), self.strings.of(kind), code,
                self.strings.of(op_name), self.strings.of(layer))
         for append, value in zip(self.gpu_appends, row):
             append(value)
@@ -180,7 +189,7 @@ def _host_category(name: str, stats: Stats, allocation: str, deallocation: str) 
 @cache
 def _allocator_device_cached(allocator: str) -> int:
     found = re.match(r"^GPU_(\d+)_", allocator)  # TF's BFC allocators: GPU_0_bfc
-    return int(found.group(1)) if found else NONE
+    return int(found.group(1)) if found and int(found.group(1)) < 1 << 31 else NONE
 
 
 def _allocator_device(allocator: str) -> int:
