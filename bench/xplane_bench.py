@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from etl.demo_xplane import Event, Line, Plane, Ref, xspace  # noqa: E402
+from etl.demo_xplane import Event, Ref  # noqa: E402
 from ingest_bench import run_measured  # noqa: E402
 
 CACHE = ROOT / "bench" / ".cache" / "xplane"
@@ -33,73 +33,91 @@ def steps_for(mb: int) -> int:
     return max(1, mb * 1_000_000 // (BYTES_PER_KERNEL * KERNELS_PER_STEP))
 
 
-def events(steps: int) -> tuple[list[Event], list[Event], list[Event]]:
-    """(main thread, executor thread, GPU stream) events, times in ps from 0."""
+def step_events(step: int, now: int, correlation: int
+                ) -> tuple[list[Event], list[Event], list[Event], int, int]:
+    """One step's (main thread, executor thread, GPU stream) events, times in ps from 0;
+    and the time and correlation id the next step starts from."""
     main, executor, stream = [], [], []
+    start = now
+    for k in range(KERNELS_PER_STEP):
+        op = f"model/block_{k % 24}/conv_{k % 5}/Conv2D:Conv2D"
+        executor.append(Event(op, now * 1000, 20_000_000, {"group_id": step}))
+        executor.append(Event("cuLaunchKernel", (now + 2_000) * 1000, 5_000_000,
+                              {"correlation_id": correlation, "group_id": step}))
+        stream.append(Event(f"volta_scudnn_128x64_relu_interior_nn_v1_{k % 7}",
+                            (now + 9_000) * 1000, 15_000_000 + 1, {
+                                "correlation_id": correlation, "level 0": Ref(op),
+                                "kernel_details": Ref(f"regs:{64 + k % 7} shm:16384 "
+                                                      "grid:80,4,1 block:256,1,1"),
+                                "group_id": step}))
+        now, correlation = now + 25_000, correlation + 1
+    main.append(Event("train", start * 1000, (now - start) * 1000,
+                      {"step_num": step, "group_id": step}))
+    return main, executor, stream, now + 50_000, correlation
+
+
+def write_both(xplane: Path, kineto: Path, steps: int) -> None:
+    """The XSpace and the Kineto JSON of the same steps, generated step by step (the
+    encoded lines are kept as bytes, the events never all at once)."""
+    from etl.demo_xplane import _event, _PlaneIds, lfield, vfield
+
+    host_ids, gpu_ids = _PlaneIds(), _PlaneIds()
+    lines: list[list[bytes]] = [[], [], []]
+    kineto.parent.mkdir(parents=True, exist_ok=True)
     now, correlation = 0, 1
-    for step in range(steps):
-        start = now
-        for k in range(KERNELS_PER_STEP):
-            op = f"model/block_{k % 24}/conv_{k % 5}/Conv2D:Conv2D"
-            executor.append(Event(op, now * 1000, 20_000_000, {"group_id": step}))
-            executor.append(Event("cuLaunchKernel", (now + 2_000) * 1000, 5_000_000,
-                                  {"correlation_id": correlation, "group_id": step}))
-            stream.append(Event(f"volta_scudnn_128x64_relu_interior_nn_v1_{k % 7}",
-                                (now + 9_000) * 1000, 15_000_000 + 1, {
-                                    "correlation_id": correlation, "level 0": Ref(op),
-                                    "kernel_details": Ref(f"regs:{64 + k % 7} shm:16384 "
-                                                          "grid:80,4,1 block:256,1,1"),
-                                    "group_id": step}))
-            now, correlation = now + 25_000, correlation + 1
-        main.append(Event("train", start * 1000, (now - start) * 1000,
-                          {"step_num": step, "group_id": step}))
-        now += 50_000
-    return main, executor, stream
-
-
-def write_xplane(path: Path, main: list[Event], executor: list[Event], stream: list[Event]
-                 ) -> None:
+    with open(kineto, "w", encoding="utf-8") as out:
+        out.write('{"schemaVersion": 1, "traceEvents": [\n')
+        for step in range(steps):
+            main, executor, stream, now, correlation = step_events(step, now, correlation)
+            for line, ids, found in ((0, host_ids, main), (1, host_ids, executor),
+                                     (2, gpu_ids, stream)):
+                lines[line] += [lfield(4, _event(ids, e)) for e in found]
+            out.write(("" if step == 0 else ",\n") + kineto_text(main, executor, stream))
+        out.write("\n]}\n")
     base = 1_700_000_000_000_000_000
-    host = Plane(1, "/host:CPU", [Line(1, "python3", base, main),
-                                  Line(2, "tf_Compute/2", base, executor)])
-    gpu = Plane(2, "/device:GPU:0", [Line(7, "Stream #7(Compute)", base, stream)],
-                {"core_count": 80, "memory_size": 16945512448, "compute_cap_major": 7,
-                 "compute_cap_minor": 0})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(xspace([host, gpu]))
+
+    def line(number: int, name: str, body: list[bytes]) -> bytes:
+        return lfield(3, vfield(1, number) + lfield(2, name) + vfield(3, base) + b"".join(body))
+
+    def metadata(ids: _PlaneIds) -> bytes:
+        entries = [lfield(4, vfield(1, n) + lfield(2, vfield(1, n) + lfield(2, name)))
+                   for name, n in ids.events.items()]
+        entries += [lfield(5, vfield(1, n) + lfield(2, vfield(1, n) + lfield(2, name)))
+                    for name, n in ids.stats.items()]
+        return b"".join(entries)
+
+    host = (vfield(1, 1) + lfield(2, "/host:CPU") + line(1, "python3", lines[0])
+            + line(2, "tf_Compute/2", lines[1]) + metadata(host_ids))
+    gpu = (vfield(1, 2) + lfield(2, "/device:GPU:0")
+           + line(7, "Stream #7(Compute)", lines[2]) + metadata(gpu_ids))
+    xplane.parent.mkdir(parents=True, exist_ok=True)
+    xplane.write_bytes(lfield(1, host) + lfield(1, gpu))
 
 
-def write_kineto(path: Path, main: list[Event], executor: list[Event], stream: list[Event]
-                 ) -> None:
+def kineto_text(main: list[Event], executor: list[Event], stream: list[Event]) -> str:
     """The same events as Kineto Chrome-trace JSON (ts/dur in µs with three decimals)."""
     def us(ps: int) -> str:
         ns = ps // 1000
         return f"{ns // 1000}.{ns % 1000:03d}"
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as out:
-        out.write('{"schemaVersion": 1, "traceEvents": [\n')
-        first = True
-        for e in main:
-            out.write(('' if first else ',\n') + f'{{"ph": "X", "cat": "user_annotation", '
-                      f'"name": "ProfilerStep#{e.stats["step_num"]}", "pid": 1, "tid": 1, '
-                      f'"ts": {us(e.offset_ps)}, "dur": {us(e.duration_ps)}}}')
-            first = False
-        for e in executor:
-            launch = "correlation_id" in e.stats
-            cat = "cuda_runtime" if launch else "cpu_op"
-            args = f', "args": {{"correlation": {e.stats["correlation_id"]}}}' if launch else ""
-            out.write(f',\n{{"ph": "X", "cat": "{cat}", "name": "{e.name}", "pid": 1, '
-                      f'"tid": 2, "ts": {us(e.offset_ps)}, "dur": {us(e.duration_ps)}{args}}}')
-        for e in stream:
-            details = str(e.stats["kernel_details"].text)  # type: ignore[union-attr]
-            regs = details.split()[0].split(":")[1]
-            out.write(f',\n{{"ph": "X", "cat": "kernel", "name": "{e.name}", "pid": 0, '
-                      f'"tid": 7, "ts": {us(e.offset_ps)}, "dur": {us(e.duration_ps)}, '
-                      f'"args": {{"correlation": {e.stats["correlation_id"]}, "device": 0, '
-                      f'"stream": 7, "registers per thread": {regs}, "shared memory": 16384, '
-                      '"grid": [80, 4, 1], "block": [256, 1, 1]}}')
-        out.write("\n]}\n")
+    rows = [f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#'
+            f'{e.stats["step_num"]}", "pid": 1, "tid": 1, "ts": {us(e.offset_ps)}, '
+            f'"dur": {us(e.duration_ps)}}}' for e in main]
+    for e in executor:
+        launch = "correlation_id" in e.stats
+        cat = "cuda_runtime" if launch else "cpu_op"
+        args = f', "args": {{"correlation": {e.stats["correlation_id"]}}}' if launch else ""
+        rows.append(f'{{"ph": "X", "cat": "{cat}", "name": "{e.name}", "pid": 1, "tid": 2, '
+                    f'"ts": {us(e.offset_ps)}, "dur": {us(e.duration_ps)}{args}}}')
+    for e in stream:
+        details = str(e.stats["kernel_details"].text)  # type: ignore[union-attr]
+        regs = details.split()[0].split(":")[1]
+        rows.append(f'{{"ph": "X", "cat": "kernel", "name": "{e.name}", "pid": 0, "tid": 7, '
+                    f'"ts": {us(e.offset_ps)}, "dur": {us(e.duration_ps)}, "args": '
+                    f'{{"correlation": {e.stats["correlation_id"]}, "device": 0, '
+                    f'"stream": 7, "registers per thread": {regs}, "shared memory": 16384, '
+                    '"grid": [80, 4, 1], "block": [256, 1, 1]}}')
+    return ",\n".join(rows)
 
 
 def main() -> None:
@@ -110,10 +128,7 @@ def main() -> None:
     xplane = folder / "xplane" / "plugins" / "profile" / "s" / "host.xplane.pb"
     kineto = folder / "kineto" / "rank0.json"
     if not xplane.exists() or not kineto.exists():
-        generated = events(steps_for(args.mb))
-        write_xplane(xplane, *generated)
-        write_kineto(kineto, *generated)
-        del generated
+        write_both(xplane, kineto, steps_for(args.mb))
     print("| format | file MB | events | etl s | MB/s | events/s | peak RSS MiB, one process |")
     print("|---|---|---|---|---|---|---|")
     for label, run in (("xplane_pb", folder / "xplane"), ("kineto_json", folder / "kineto")):
