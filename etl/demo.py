@@ -20,6 +20,8 @@ What the three runs exercise:
   an nsys SQLite export on the wall clock, nvidia-smi in local time (run.toml timezone) and
   DCGM exporter scrapes, so that instrument_comparison shows "~100% busy, tensor cores
   active ~3%".
+- TensorFlow-format runs (etl/demo_xplane.py): XSpace profiles of a BERT-like model, eager
+  and XLA, at batch sizes 8-64, for `batch_scaling`.
 """
 from __future__ import annotations
 
@@ -199,7 +201,9 @@ def write_demo(dest: Path, seed: int = 0) -> list[Path]:
             _write_unrelated_files(folder)
         folders.append(folder)
     folders.append(_write_nsys_run(dest, seed))
-    return folders
+    from etl.demo_xplane import write_tf_demo  # TensorFlow-format (xplane.pb) runs
+
+    return folders + write_tf_demo(dest, seed)
 
 
 NSYS_RUN = "resnet_amp_nsys"

@@ -479,7 +479,9 @@ def _run_summary_selection(staged: Path, small: dict[str, Any], key: RunKey
                                   "run_name": "staged"}], schema=loose)
     return run_summary_selection({
         "kernels": pq.read_table(staged / "kernels.parquet"), "runs": runs,
-        "iterations": stamped(small["iterations"]), "devices": stamped(small["devices"])})
+        "iterations": stamped(small["iterations"]), "devices": stamped(small["devices"]),
+        # run_summary reads the peak memory too; the selection does not depend on it
+        "memory_events": stamped(_empty_table("memory_events"))})
 
 
 def _placement_anomalies(preference: Preference) -> Any:

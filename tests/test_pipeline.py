@@ -23,7 +23,8 @@ def run_pipeline(path: Path, spill: Path, **options: Any
                  ) -> tuple[SourceResult, dict[str, pa.Table | None]]:
     parts: dict[str, list[pa.Table]] = {"host_events": [], "kernels": [], "anomalies": []}
     sinks = Sinks(parts["host_events"].append, parts["kernels"].append,
-                  parts["anomalies"].append)
+                  parts["anomalies"].append,
+                  table=lambda name, rows: parts.setdefault(name, []).append(rows))
     result = ingest_trace(path, 0, None, spill, sinks, PipelineOptions(**options))
     assert not spill.exists(), "the spill folder is removed"
     return result, {k: pa.concat_tables(v) if v else None for k, v in parts.items()}

@@ -19,7 +19,11 @@ TRACES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.json.gz")) o
 ARGS = {"correlation_id": ["correlation"], "external_id": ["External id", "external id"],
         "device_id": ["device"], "stream_id": ["stream"],
         "registers_per_thread": ["registers per thread"],
-        "shared_memory_bytes": ["shared memory"], "bytes": ["bytes"]}
+        "shared_memory_bytes": ["shared memory"], "bytes": ["bytes"],
+        # the [memory] events' allocator args (→ memory_events)
+        "memory_total_allocated": ["Total Allocated"], "memory_total_reserved": ["Total Reserved"],
+        "memory_bytes": ["Bytes"], "memory_device_id": ["Device Id"],
+        "memory_device_type": ["Device Type"]}
 
 
 def naive_events(path: Path) -> list[dict[str, Any]]:

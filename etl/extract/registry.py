@@ -41,7 +41,7 @@ from typing import Any, Literal
 Role = Literal["trace", "counters", "samples"]
 ROLES: tuple[Role, ...] = ("trace", "counters", "samples")
 # Families in the order their formats are tried (claims first, then sniffing).
-FAMILIES = ("kineto", "ncu", "monitor", "nsys")
+FAMILIES = ("kineto", "ncu", "monitor", "nsys", "xplane")
 
 
 class NotThisFormat(Exception):

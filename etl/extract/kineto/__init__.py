@@ -27,7 +27,8 @@ FORMATS = (
         reads="PyTorch profiler (Kineto) Chrome trace JSON, plain or gzip; one file per rank",
         recognised_by="a JSON object with traceEvents (or schemaVersion), or a JSON array "
                       "of events with ph; names ending .json / .json.gz claim it",
-        fills=("host_events", "kernels", "iterations", "devices", "anomalies"),
+        fills=("host_events", "kernels", "iterations", "devices", "memory_events",
+               "anomalies"),
         sniff=looks_like_trace, reader="etl.extract.kineto.pipeline:ingest_trace",
         claims=CLAIMED_SUFFIXES),
 )

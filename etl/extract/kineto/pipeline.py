@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl import link
-from etl.extract.kineto.reader import Anomaly, TraceInfo, stream_trace
+from etl.extract.kineto.reader import Anomaly, TraceInfo, field_map, stream_trace
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.rawio import is_gzip, slice_checksum
@@ -209,6 +209,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     work_activities = sum(s.gpu_work_activities for s in summaries)
     work_calls = 0 if work_activities else _gpu_work_calls(spill)  # read back: rare
     source.anomalies += no_gpu_activity(work_calls, work_activities)
+    _memory_events(spill, source, sinks)
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -593,3 +594,27 @@ def _repeated(value: int | None, n: int) -> pa.Array:
     """An int32 column of one value (NULL for None) without a Python list of n items; a
     value out of int32 fails in the scalar's conversion."""
     return pa.repeat(pa.scalar(value, pa.int32()), n)
+
+
+def _memory_events(spill: Path, source: _Source, sinks: Sinks) -> None:
+    """The [memory] events spilled by the slices (mem-*) → memory_events rows."""
+    files = sorted(spill.glob("mem-*.parquet"))
+    if not files:
+        return
+    rows = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("event_id")
+    rows = rows.filter(pc.is_valid(rows["ts_ns"]))
+    kind = rows["memory_device_type"]
+    names = {int(k): v for k, v in field_map()["memory"]["device_types"].items()}
+    device_type = pc.fill_null(pc.cast(kind, pa.string()), "unknown")
+    for number, name in names.items():
+        device_type = pc.if_else(pc.fill_null(pc.equal(kind, number), False), name,
+                                 device_type)
+    on_gpu = pc.fill_null(pc.equal(device_type, "GPU"), False)
+    device = pc.if_else(on_gpu, rows["memory_device_id"], pa.scalar(None, pa.int64()))
+    sinks.table("memory_events", pa.table({
+        "source_id": _repeated(source.source_id, rows.num_rows),
+        "device_id": pc.cast(device, pa.int32()), "device_type": device_type,
+        "allocator": pa.nulls(rows.num_rows, pa.string()), "ts_ns": rows["ts_ns"],
+        "allocated_bytes": rows["memory_total_allocated"],
+        "reserved_bytes": rows["memory_total_reserved"], "delta_bytes": rows["memory_bytes"],
+        "event_id": rows["event_id"]}))

@@ -39,6 +39,8 @@ Anomaly = tuple[str, int | None, str]
 FIELDS_FILE = Path(__file__).with_name("fields.toml")
 ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_thread",
                "shared_memory_bytes", "bytes")
+MEMORY_COLUMNS = ("memory_total_allocated", "memory_total_reserved", "memory_bytes",
+                  "memory_device_id", "memory_device_type")  # [memory] events' args
 DIM_COLUMNS = ("grid", "block")
 
 
@@ -697,7 +699,8 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     ids = cols.event_id
     args, arrays = _normalised_args(cols, anomalies)
     grid, block = (_dims(c, args[c], ids, anomalies, arrays.get(c)) for c in DIM_COLUMNS)
-    ints = {c: _int_column(c, args[c], ids, anomalies, arrays.get(c)) for c in ARG_COLUMNS}
+    ints = {c: _int_column(c, args[c], ids, anomalies, arrays.get(c))
+            for c in ARG_COLUMNS + MEMORY_COLUMNS}
     return pa.table({
         "event_id": pa.array(ids, pa.int64()), "ph": _strings(cols.ph),
         "category": _strings(cols.cat), "name": _strings(cols.name),
@@ -710,6 +713,7 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
         "block_x": block[0], "block_y": block[1], "block_z": block[2],
         "registers_per_thread": ints["registers_per_thread"],
         "shared_memory_bytes": ints["shared_memory_bytes"], "bytes": ints["bytes"],
+        **{c: ints[c] for c in MEMORY_COLUMNS},
     })
 
 
@@ -718,7 +722,8 @@ def _strings(values: Any) -> pa.Array:
 
 
 # device ids become int32 columns; everything else int64
-_RANGES = {"device": (-(1 << 31), (1 << 31) - 1)}
+_RANGES = {"device": (-(1 << 31), (1 << 31) - 1),
+           "memory_device_id": (-(1 << 31), (1 << 31) - 1)}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 

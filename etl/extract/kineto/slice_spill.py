@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto.reader import Anomaly, SliceText, decode_slice, field_map
+from etl.extract.kineto.reader import (MEMORY_COLUMNS, Anomaly, SliceText, decode_slice,
+                                       field_map)
 from etl.extract.rawio import read_slice
 from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times,
                                       complete_span, gpu_work_activities, split_begin_end)
@@ -66,6 +67,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     `paired`: the events are B/E pairs, whose times were flagged when they were paired."""
     summary = SliceSummary(index, with_phase, anomalies=list(anomalies))
     base, begin_end = split_begin_end(base)
+    base = _spill_memory(base, folder, index)
     if begin_end is not None:
         _write(begin_end, folder / f"be-{index:06d}.parquet")
         summary.begin_end_rows = begin_end.num_rows
@@ -83,6 +85,19 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     _write(host, folder / f"host-{index:06d}.parquet")
     _write(gpu, folder / f"gpu-{index:06d}.parquet")
     return summary
+
+
+def _spill_memory(base: pa.Table, folder: Path, index: int) -> pa.Table:
+    """The allocator args of [memory] events to mem-<index>.parquet (pipeline.py writes them
+    to memory_events); the rows go on without those columns."""
+    columns = [c for c in MEMORY_COLUMNS if c in base.column_names]
+    if not columns:
+        return base
+    mask = pc.fill_null(pc.equal(base["name"], field_map()["memory"]["name"]), False)
+    if pc.any(mask).as_py():
+        _write(base.filter(mask).select(["event_id", "ts_ns", *columns]),
+               folder / f"mem-{index:06d}.parquet")
+    return base.drop_columns(columns)
 
 
 @contextmanager
