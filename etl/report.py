@@ -33,10 +33,10 @@ def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
             # the description column reads markup: a name such as `[/x]` must stay text
             bar.update(task, advance=1, description=escape(one_line(result.run_name)))
             done[0] += 1
-            if not console.is_terminal:  # CI logs and nohup: a line per run as it ends
-                console.print(f"{done[0]}/{total} {result.status} {one_line(result.run_name)} "
-                              f"in {result.seconds:.1f} s", markup=False, highlight=False,
-                              soft_wrap=True)
+            if not console.is_terminal:  # CI logs and nohup: a line per run as it ends,
+                # on stdout with the results (stderr keeps warnings and errors only)
+                print(f"{done[0]}/{total} {result.status} {one_line(result.run_name)} "
+                      f"in {result.seconds:.1f} s", flush=True)
             # one line each, never wrapped: users grep these and tests count them
             for line in result.warnings:
                 console.print(f"warning: {one_line(line)}", markup=False, highlight=False,

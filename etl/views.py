@@ -359,7 +359,7 @@ def snapshot_view_sql(table: str, files: list[str], union_by_name: bool,
     """
     paths = ", ".join(_sql_string(glob_literal(f)) for f in files)
     columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
-    where = ("" if keep is None else
+    where = ("" if keep is None else " WHERE false" if not keep else
              " WHERE publish_id IN (" + ", ".join(map(_sql_string, keep)) + ")")
     return (f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT {columns} FROM "
             f"read_parquet([{paths}], union_by_name = {str(union_by_name).lower()}){where}")

@@ -32,7 +32,7 @@ def test_version_names_extractors_and_views() -> None:
     assert "gpu_utilization_v" in lines[2] and "_busy_intervals" not in lines[2]
 
 
-def test_progress_is_a_line_per_run_when_not_a_terminal(tmp_path: Path) -> None:
+def test_progress_is_a_line_per_run_on_stdout_when_not_a_terminal(tmp_path: Path) -> None:
     from tests.conftest import write_trace
     from tests.test_tiny_trace import EVENTS
 
@@ -40,7 +40,7 @@ def test_progress_is_a_line_per_run_when_not_a_terminal(tmp_path: Path) -> None:
         write_trace(tmp_path / "runs" / name / "t.json", EVENTS)
     out = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
     assert out.returncode == 0
-    progress = [line for line in out.stderr.splitlines() if "/2 " in line]
+    progress = [line for line in out.stdout.splitlines() if "/2 " in line]
     heads = [line.split(" in ")[0].split(" ", 1) for line in progress]  # any finishing order
     assert [h[0] for h in heads] == ["1/2", "2/2"]
     assert sorted(h[1] for h in heads) == ["ingested a", "ingested b"]
