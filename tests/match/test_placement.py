@@ -66,15 +66,19 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_demo_views_agree(demo: Path) -> None:
-    """run_summary and run_utilization describe the same step of each single-GPU run."""
-    summary = query_json(demo, "SELECT run_name, selected_iteration AS it, gpu_util, "
-                         "throughput_samples_per_s AS t FROM run_summary ORDER BY run_name")
-    levels = query_json(demo, "SELECT run_name, iteration AS it, gpu_util, "
-                        "throughput_samples_per_s AS t FROM run_utilization ORDER BY run_name")
-    assert len(levels) == 2
-    assert [r for r in summary if r["run_name"] not in ("resnet_amp_ddp", "resnet_amp_nsys")
-            ] == levels
-    assert {r["it"] for r in levels} == {NCU_STEP}
+    """run_summary and run_utilization describe the same step of every run and device; the
+    runs with an ncu export have their levels on the step the export profiled."""
+    columns = "run_name, source_id, device_id, {it} AS it, gpu_util, throughput_samples_per_s"
+    order = " ORDER BY run_name, source_id, device_id"
+    summary = query_json(demo, "SELECT " + columns.format(it="selected_iteration")
+                         + " FROM run_summary" + order)
+    levels = query_json(demo, "SELECT " + columns.format(it="iteration")
+                        + " FROM run_utilization" + order)
+    assert len(summary) > 2 and summary == levels
+    with_ncu = query_json(demo, "SELECT run_name, iteration FROM run_utilization "
+                          "WHERE ncu_reason IS NULL ORDER BY run_name")
+    assert with_ncu == [{"run_name": "resnet_amp_eager", "iteration": NCU_STEP},
+                        {"run_name": "resnet_fp32_eager", "iteration": NCU_STEP}]
 
 
 def test_without_a_hint_the_export_goes_to_run_summarys_step(tmp_path: Path) -> None:
