@@ -64,8 +64,8 @@ def runs_table(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]
 def run_levels(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
     return rows(con, "SELECT run_name, rank, device_id, iteration, gpu_util, smsp_active_util, "
                 "issue_slot_util, tc_active_util, tc_issue_util, matched_time_share FROM "
-                f"run_utilization WHERE run_name IN {_in(runs)} ORDER BY run_name, rank, "
-                "device_id", runs)
+                f"run_utilization WHERE run_name IN {_in(runs)} AND ncu_reason IS NULL "
+                "ORDER BY run_name, rank, device_id", runs)
 
 
 def issue_slot_values(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
@@ -141,3 +141,15 @@ def amdahl(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
                 "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio "
                 f"FROM tc_amdahl WHERE run_name IN {_in(runs)} ORDER BY run_name, rank, "
                 "device_id", runs)
+
+
+def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    """batch_scaling rows of the configurations that these runs belong to."""
+    return rows(con, "SELECT b.model, b.framework, b.exec_mode, b.precision, b.gpu, "
+                "b.batch_size, b.throughput_samples_per_s, b.gpu_util, b.peak_memory_share, "
+                "b.throughput_gain_ratio FROM batch_scaling AS b WHERE EXISTS (SELECT 1 FROM "
+                f"runs AS r WHERE r.run_name IN {_in(runs)} AND r.model = b.model AND "
+                "r.framework = b.framework AND r.exec_mode = b.exec_mode AND "
+                "r.precision = b.precision AND r.batch_size = b.batch_size) "
+                "ORDER BY b.model, b.framework, b.exec_mode, b.precision, b.batch_size",
+                list(runs))

@@ -76,12 +76,38 @@ def overview(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
 
 def batch_scaling(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 1, 3, 4: throughput, memory and levels against batch size"
-    if not data.has_relation(con, "batch_scaling"):
-        return Section("batch-scaling", title, empty="no batch_scaling view in this warehouse "
-                       "(GPU memory per run is not ingested yet), so these figures cannot be "
-                       "drawn")
-    return Section("batch-scaling", title, empty="batch_scaling exists but this report does "
-                   "not draw it yet")
+    rows = data.batch_scaling(con, runs) if data.has_relation(con, "batch_scaling") else []
+    if not rows:
+        return Section("batch-scaling", title, empty="no configuration of these runs has a "
+                       "batch size (run.toml batch_size) and a representative iteration")
+    groups: dict[str, list[data.Row]] = {}
+    for r in rows:
+        key = " ".join(str(r[c]) for c in ("model", "framework", "exec_mode", "precision"))
+        groups.setdefault(key, []).append(r)
+    table = Table.of("batch_scaling", rows)
+    return Section("batch-scaling", title, [
+        _scaling_figure("Fig. 1: throughput against batch size", groups, "batch_size",
+                        "throughput_samples_per_s", "batch size (samples per GPU)",
+                        "throughput (samples/s)", None, table),
+        _scaling_figure("Fig. 3: peak GPU memory against batch size", groups, "batch_size",
+                        "peak_memory_share", "batch size (samples per GPU)",
+                        "peak memory / device memory (0..1)", 1.0, table),
+        _scaling_figure("Fig. 4: GPU utilization against peak GPU memory", groups,
+                        "peak_memory_share", "gpu_util", "peak memory / device memory (0..1)",
+                        "GPU utilization (0..1)", 1.0, table)])
+
+
+def _scaling_figure(title: str, groups: dict[str, list[data.Row]], x: str, y: str,
+                    x_label: str, y_label: str, y_max: float | None, table: Table) -> Figure:
+    """One line per configuration over the points where both values are known."""
+    lines = []
+    for name, rows in groups.items():
+        points = sorted((r[x], r[y]) for r in rows if r[x] is not None and r[y] is not None)
+        if points:
+            lines.append((name, [p[0] for p in points], [p[1] for p in points]))
+    if not lines:
+        return Figure(title, table, note=f"no configuration has both {x} and {y}")
+    return Figure(title, table, svg.line_chart(title, lines, x_label, y_label, y_max))
 
 
 def fig5(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:

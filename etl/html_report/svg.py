@@ -222,3 +222,26 @@ def step_chart(title: str, lines: Sequence[tuple[str, Sequence[float], Sequence[
                 'stroke="black"/>')
     body.append(_text(LEFT + plot_w / 2, base_y + 32, x_label))
     return _frame(title, height, body, [name for name, _, _ in lines])
+
+
+def line_chart(title: str, lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+               x_label: str, y_label: str, y_max: float | None = None) -> str:
+    """Lines through (x, y) points with a dot at each, one per series (x ascending)."""
+    plot_h, height = 260.0, 260 + TOP + BOTTOM + 30
+    x_top = nice_max(max((x for _, xs, _ in lines for x in xs), default=0))
+    y_top = y_max or nice_max(max((y for _, _, ys in lines for y in ys), default=0))
+    plot_w = WIDTH - LEFT - RIGHT
+    body = _y_axis(y_top, plot_h, y_label)
+    base_y = TOP + plot_h
+    for t in _ticks(x_top):
+        body.append(_text(LEFT + plot_w * t / x_top, base_y + 14, _fmt_tick(t)))
+    for i, (_, xs, ys) in enumerate(lines):
+        colour = PALETTE[i % len(PALETTE)]
+        pts = [(LEFT + plot_w * x / x_top, base_y - plot_h * y / y_top) for x, y in zip(xs, ys)]
+        body.append(f'<polyline points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}" '
+                    f'fill="none" stroke-width="2" stroke="{colour}"/>')
+        body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in pts]
+    body.append(f'<line x1="{LEFT}" y1="{base_y}" x2="{WIDTH - RIGHT}" y2="{base_y}" '
+                'stroke="black"/>')
+    body.append(_text(LEFT + plot_w / 2, base_y + 32, x_label))
+    return _frame(title, height, body, [name for name, _, _ in lines])
