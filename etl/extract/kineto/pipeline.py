@@ -239,7 +239,9 @@ def _remarks(info: TraceInfo, iterations: pa.Table, work_calls: int, work_activi
                         "no GPU activity: recorded without CUDA activities? No GPU "
                         f"utilization for this trace (anomaly {NO_GPU_ACTIVITY})"))
     if info.truncated:
-        cut = iterations.num_rows - pc.sum(iterations["complete"].cast(pa.int64())).as_py()
+        # sum of no rows is NULL: a trace cut before its first complete event has none
+        cut = iterations.num_rows - (pc.sum(iterations["complete"].cast(pa.int64())).as_py()
+                                     or 0)
         remarks.append((f"truncated, {cut} of {iterations.num_rows} iterations incomplete",
                         "truncated: the complete events before the cut were kept (--salvage); "
                         f"{cut} of {iterations.num_rows} iterations are incomplete "
