@@ -477,9 +477,16 @@ def ensure_views(warehouse: Warehouse) -> bool:
         for statement in _cheap_binding_order(warehouse, statements):
             con.execute(statement)
         con.execute("COMMIT")
-        stamp = f"{inputs_fingerprint()}\n{_catalog_digest(con)}\n"
     finally:
         con.close()
+    # the digest as a reader sees the catalog: DuckDB prints some stored SQL differently in
+    # the connection that wrote it (CAST(NULL AS "DOUBLE") there, AS DOUBLE once reopened),
+    # and a digest of the writer's text made every later query write the views again
+    try:
+        with duckdb.connect(str(warehouse.database), read_only=True) as reader:
+            stamp = f"{inputs_fingerprint()}\n{_catalog_digest(reader)}\n"
+    except (duckdb.IOException, duckdb.ConnectionException):
+        return True  # a writer holds it now: the next check writes the views again
     (warehouse.root / STAMP).write_text(stamp, "utf-8")
     return True
 

@@ -26,3 +26,20 @@ def test_schema_files_of_new_tables_and_columns_are_written(tmp_path: Path) -> N
     assert out.stdout.splitlines()[2].split()[0] == "r"
     assert pq.read_schema(schema_dir / "runs.parquet").field("kernel_count").type == pa.int64()
     assert query_json(wh, "SELECT count(*) AS n FROM ncu_rules") == [{"n": 0}]
+
+
+def test_views_written_once_are_current_for_readers(tmp_path: Path) -> None:
+    """The stamp holds the catalog as a reader sees it, so queries do not write the views
+    again (DuckDB prints some stored SQL differently in the connection that wrote it)."""
+    import duckdb
+
+    from etl.views import ensure_views, views_current
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(tmp_path / "wh")
+    warehouse.init()
+    assert ensure_views(warehouse)
+    with duckdb.connect(str(warehouse.database), read_only=True) as con:
+        assert views_current(con, warehouse)
+    before = warehouse.database.stat().st_mtime_ns
+    assert ensure_views(warehouse) and warehouse.database.stat().st_mtime_ns == before
