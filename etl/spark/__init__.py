@@ -10,6 +10,8 @@ Nothing here imports pyspark at import time: `etl --help` stays instant.
 """
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +35,11 @@ def local_session(master: str = "local[2]", app_name: str = "etl") -> SparkSessi
     except ImportError:
         raise EtlError("--engine spark needs pyspark: pip install 'gpu-util-warehouse[spark]' "
                        "(and Java 17 or newer)") from None
+    if master.startswith("local"):
+        # local tasks run in this interpreter's environment (etl, pyarrow installed); on a
+        # cluster, PYSPARK_PYTHON names the executors' Python (pyspark reads the variable
+        # when the context starts, not a setting)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (SparkSession.builder.master(master).appName(app_name)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")

@@ -102,6 +102,33 @@ def _uri(path: Path) -> str:
 
 
 def rows(spark: SparkSession, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The columns and rows of `sql` (for `etl query --engine spark`)."""
-    frame = spark.sql(sql)
+    """The columns and rows of `sql`, one reading statement (`etl query --engine spark`)."""
+    from etl.errors import EtlError
+    from etl.query import QueryError
+
+    _refuse_writes(sql)
+    try:
+        frame = spark.sql(sql)
+    except Exception as exc:  # pyspark's AnalysisException, ParseException, ...
+        if type(exc).__module__.startswith("pyspark"):
+            raise QueryError(str(exc)) from None
+        raise
+    if not frame.columns:
+        raise EtlError("the statement returned no columns")
     return frame.columns, [tuple(r) for r in frame.collect()]
+
+
+def _refuse_writes(sql: str) -> None:
+    """etl query only reads: a SELECT (or WITH, DESCRIBE), one statement."""
+    import sqlglot
+    from sqlglot import exp
+
+    from etl.errors import EtlError
+
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+    except sqlglot.errors.ParseError as exc:
+        raise EtlError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query | exp.Describe):
+        raise EtlError("etl query --engine spark runs one SELECT (or WITH, DESCRIBE); it "
+                       "only reads")

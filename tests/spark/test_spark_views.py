@@ -72,3 +72,35 @@ def test_tables_hold_the_snapshot(spark: Any, registered: list[str], corpus_wh: 
         duck = etl.connect(corpus_wh).execute(f"SELECT * FROM {table}").fetchall()
         got = [tuple(r) for r in spark.sql(f"SELECT * FROM {table}").collect()]
         assert differences(duck, got) == [], table
+
+
+def test_etl_query_engine_spark_prints_duckdbs_rows(spark: Any, corpus_wh: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from etl.cli import main
+    from tests.conftest import query_json
+
+    sql = "SELECT run_name, rank, gpu_util FROM run_summary"
+    result = CliRunner().invoke(main, ["query", sql, "--engine", "spark", "--format", "json",
+                                       "--warehouse", str(corpus_wh)])
+    assert result.exit_code == 0, result.output
+    got = [tuple(r.values()) for r in json.loads(result.output)]
+    want = [tuple(r.values()) for r in query_json(corpus_wh, sql)]
+    assert want and differences(want, got) == []
+    refused = CliRunner().invoke(main, ["query", "DROP VIEW runs", "--engine", "spark",
+                                        "--warehouse", str(corpus_wh)])
+    assert refused.exit_code != 0 and "only reads" in refused.output
+
+
+def test_etl_views_dialect_prints_every_view() -> None:
+    from click.testing import CliRunner
+
+    from etl.cli import main
+
+    result = CliRunner().invoke(main, ["views", "--dialect", "spark"])
+    assert result.exit_code == 0, result.output
+    for name in _view_names():
+        assert f"CREATE OR REPLACE VIEW {name} AS" in result.output
+    assert "PERCENTILE(" in result.output and "QUANTILE_CONT" not in result.output.upper()
