@@ -24,8 +24,11 @@ if TYPE_CHECKING:
 
     from etl.warehouse import Warehouse
 
-# Settings the views need: timestamps read and shown as UTC, as DuckDB's TIMESTAMPTZ.
-SESSION_CONF = {"spark.sql.session.timeZone": "UTC"}
+# Settings the views need: timestamps read and shown as UTC, as DuckDB's TIMESTAMPTZ; the
+# publishes' files are named one by one, and listing them on the driver costs less than a
+# Spark job per table (Spark lists over 32 paths in a job: seconds each on a busy cluster).
+SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
+                "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
 
 
 def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str]) -> list[str]:
@@ -78,12 +81,13 @@ def table_frame(spark: SparkSession, warehouse: Warehouse, table: str, folders: 
     """The table's rows in `folders` (the zero-row schema file gives the types; a file
     written before a column existed reads it as NULL), only publishes in `keep`."""
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     from etl.schema import table_schema
     from etl.warehouse import SCHEMA_DIR
 
     schema_file = warehouse.data / SCHEMA_DIR / f"{table}.parquet"
-    schema = spark.read.parquet(_uri(schema_file)).schema
+    schema = from_arrow_schema(table_schema(table).arrow())  # no Spark job to read a footer
     files = [_uri(schema_file)] + [_uri(f / f"{table}.parquet") for f in folders
                                    if (f / f"{table}.parquet").exists()]
     frame = spark.read.schema(schema).parquet(*files)
