@@ -11,7 +11,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,ncu]'
+	$(BIN)/pip install --quiet -e '.[test,ncu,spark]'
 	touch $(STAMP)
 
 demo: setup

@@ -112,9 +112,16 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--strict", is_flag=True,
               help="Refuse a run when one of its counters exports (ncu) cannot be read, "
                    "instead of ingesting its traces without it and reporting the export.")
+@click.option("--engine", type=click.Choice(["local", "spark"]), default="local",
+              show_default=True, help="spark: extract the run folders as Spark tasks (one "
+              "per run folder; the warehouse must be on storage every executor sees); this "
+              "process publishes them.")
+@click.option("--master", default="local[2]", show_default=True,
+              help="With --engine spark: the Spark master (local[N], spark://HOST:PORT, yarn).")
 @click.pass_context
 def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
-           jobs: int, prefix: bool, run_name: str | None, replace: bool, strict: bool) -> None:
+           jobs: int, prefix: bool, run_name: str | None, replace: bool, strict: bool,
+           engine: str, master: str) -> None:
     """Ingest run folders (or folders of run folders) into the warehouse.
 
     A run folder directly holds profiler files (or run.toml); its sub-folders belong to
@@ -127,6 +134,7 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, sal
     Example:
       etl ingest runs/ --warehouse warehouse/
       etl ingest corpus/hta --prefix
+      etl ingest /shared/runs --warehouse /shared/warehouse --engine spark --master yarn
     """
     from etl import report
     from etl.ingest import Options, ingest_all
@@ -139,7 +147,14 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, sal
     with report.progress(len(folders)) as advance:
         options = Options(debug=ctx.obj["debug"], salvage=salvage, jobs=jobs, replace=replace,
                           strict=strict)
-        results = ingest_all(folders, warehouse, options, on_done=advance)
+        if engine == "spark":
+            from etl.spark import local_session
+            from etl.spark.ingest import ingest_spark
+
+            results = ingest_spark(local_session(master, "etl ingest"), folders, warehouse,
+                                   options, on_done=advance)
+        else:
+            results = ingest_all(folders, warehouse, options, on_done=advance)
     if not ensure_views(warehouse):
         click.echo(f"warning: {warehouse.database} is open in another process; views were "
                    "not refreshed (new runs are visible anyway). Run `etl views` later.",
@@ -199,8 +214,13 @@ def compact_command(warehouse_dir: Path) -> None:
 @click.option("--all", "all_rows", is_flag=True, help="Show every row in table output.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result to this file (--format parquet, csv or json).")
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
+              show_default=True, help="spark: run the SQL (Spark SQL) in a SparkSession "
+              "with every table and view registered (etl.spark.register_warehouse).")
+@click.option("--master", default="local[2]", show_default=True,
+              help="With --engine spark: the Spark master (local[N], spark://HOST:PORT, yarn).")
 def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
-          output: Path | None) -> None:
+          output: Path | None, engine: str, master: str) -> None:
     """Run SQL on the warehouse (tables and views).
 
     Table output shows the first rows and how many there are, with the columns that fit
@@ -209,9 +229,18 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
     \b
     Example:
       etl query "SELECT run_name, iteration, gpu_util FROM gpu_utilization" --format csv
+      etl query "SELECT run_name, gpu_util FROM run_summary" --engine spark
     """
     from etl import report
     from etl.query import export_query, run_query
+
+    if engine == "spark":
+        if output is not None or fmt == "parquet":
+            raise EtlError("--engine spark prints its result (table, csv, json); to write "
+                           "files, use register_warehouse in a Spark job (README)")
+        columns, rows = _spark_rows(warehouse_dir, sql, master)
+        report.print_rows(columns, rows, fmt, None if all_rows else limit)
+        return
 
     if output is not None:
         if fmt == "table":
@@ -224,6 +253,35 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
     columns, rows = run_query(warehouse_dir, sql)
     report.print_rows(columns, rows, fmt, None if all_rows else limit)
     _collect_garbage(warehouse_dir)
+
+
+def _spark_rows(warehouse_dir: Path, sql: str, master: str
+                ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    from etl.spark import local_session, register_warehouse
+    from etl.spark.session import rows
+    from etl.warehouse import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    if not warehouse.exists():
+        raise EtlError(f"{warehouse.root}: no warehouse here; run `etl ingest RUNS "
+                       f"--warehouse {warehouse_dir}` first")
+    if not sql.strip():
+        raise EtlError('no SQL given; for example: etl query "SELECT run_name FROM runs" '
+                       "--engine spark")
+    spark = local_session(master, "etl query")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        with warehouse.reader_lease():
+            register_warehouse(spark, warehouse.root)
+            return rows(spark, sql)
+    finally:
+        if not _shared_session(spark):
+            spark.stop()
+
+
+def _shared_session(spark: Any) -> bool:
+    """A session this process had before (etl called from a Spark job): left running."""
+    return bool(spark.conf.get("spark.app.name", "") != "etl query")
 
 
 def _collect_garbage(warehouse_dir: Path) -> None:
@@ -334,14 +392,25 @@ def demo(dest: Path) -> None:
 
 @main.command()
 @warehouse_option
-def views(warehouse_dir: Path) -> None:
+@click.option("--dialect", type=click.Choice(["duckdb", "spark", "trino"]), default=None,
+              help="Print every view's SELECT in this SQL dialect instead (transpiled from "
+              "sql/views/; spark and duckdb are tested by running them, trino is not).")
+def views(warehouse_dir: Path, dialect: str | None) -> None:
     """Check the views in warehouse.duckdb and write them again if their files changed or
     a shell dropped or replaced one (`etl ingest` and `etl query` do it too).
 
     \b
     Example:
       etl views --warehouse warehouse/
+      etl views --dialect spark > views.sql
     """
+    if dialect is not None:
+        from etl.spark.dialects import view_statements
+        from etl.views import checked_views
+
+        for name, select in view_statements(checked_views(), dialect):
+            click.echo(f"-- {name}\nCREATE OR REPLACE VIEW {name} AS\n{select};\n")
+        return
     from etl.views import ensure_views
     from etl.warehouse import Warehouse
 

@@ -60,7 +60,8 @@ class View:
 
 
 def discover(sql_dir: Path = SQL_DIR) -> list[View]:
-    views = [load_view(p) for p in sorted(sql_dir.rglob("*.sql"))]
+    # `<name>_v<N>.<dialect>.sql` is a view's form in another dialect (etl/spark/dialects.py)
+    views = [load_view(p) for p in sorted(sql_dir.rglob("*.sql")) if "." not in p.stem]
     return order_views(views)
 
 

@@ -1,0 +1,51 @@
+"""The warehouse on Apache Spark (the optional `[spark]` extra: pip install '.[spark]').
+
+- `register_warehouse(spark, path)`: every table and view as TEMP views of a SparkSession
+  (etl/spark/session.py), for `etl query --engine spark` and for users' own Spark jobs;
+- `view_select(view, dialect)`: a view in Spark SQL, Trino or DuckDB (etl/spark/dialects.py);
+- `ingest_spark(...)`: run folders extracted as Spark tasks, published by the driver
+  (etl/spark/ingest.py).
+
+Nothing here imports pyspark at import time: `etl --help` stays instant.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def register_warehouse(spark: SparkSession, warehouse: Any) -> list[str]:
+    """Register every table and view of `warehouse` in `spark` (see etl.spark.session)."""
+    from etl.spark.session import register_warehouse as register
+
+    return register(spark, warehouse)
+
+
+def local_session(master: str = "local[2]", app_name: str = "etl") -> SparkSession:
+    """A SparkSession for the command line: `master` as spark-submit's --master; small
+    shuffles (the warehouse's views aggregate per run), no UI."""
+    from etl.errors import EtlError
+
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise EtlError("--engine spark needs pyspark: pip install 'gpu-util-warehouse[spark]' "
+                       "(and Java 17 or newer)") from None
+    if master.startswith("local"):
+        # local tasks run in this interpreter's environment (etl, pyarrow installed); on a
+        # cluster, PYSPARK_PYTHON names the executors' Python (pyspark reads the variable
+        # when the context starts, not a setting)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (SparkSession.builder.master(master).appName(app_name)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate())
+
+
+__all__ = ["local_session", "register_warehouse"]

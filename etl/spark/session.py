@@ -1,0 +1,138 @@
+"""The warehouse in a SparkSession: every table and every view, on one snapshot.
+
+    from etl.spark import register_warehouse
+    register_warehouse(spark, "/shared/warehouse")
+    spark.sql("SELECT run_name, gpu_util FROM run_summary").show()
+
+The snapshot is `etl query`'s (etl/query.py): the driver lists the publishes once, keeps
+each run name's highest publish visible now (not removed), and registers each table as a
+TEMP view over exactly those publishes' files; a segment's rows are kept by publish id.
+The views are the DuckDB definitions transpiled to Spark SQL (etl/spark/dialects.py),
+created as TEMP views in dependency order. Runs published afterwards are seen by calling
+it again. The files must be readable by every executor at the same path (shared storage).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from etl.errors import WarehouseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from etl.warehouse import Warehouse
+
+# Settings the views need: timestamps read and shown as UTC, as DuckDB's TIMESTAMPTZ; the
+# publishes' files are named one by one, and listing them on the driver costs less than a
+# Spark job per table (Spark lists over 32 paths in a job: seconds each on a busy cluster).
+SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
+                "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
+
+
+def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str]) -> list[str]:
+    """Register every table and view of the warehouse at `warehouse` as TEMP views of
+    `spark`, pinned to the runs published before this call; the names registered."""
+    from etl.spark.dialects import view_statements
+    from etl.views import checked_views
+    from etl.warehouse import Warehouse
+
+    target = Warehouse.at(os.fspath(warehouse))
+    if not target.exists():
+        raise WarehouseError(f"{target.root}: no warehouse here; run `etl ingest RUNS "
+                             f"--warehouse {warehouse}` first")
+    for key, value in SESSION_CONF.items():
+        spark.conf.set(key, value)
+    names = register_tables(spark, target)
+    for name, select in view_statements(checked_views(), "spark"):
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS\n{select}")
+        names.append(name)
+    return names
+
+
+def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
+    """Each table as a TEMP view over the current publishes' files (see pin_snapshot)."""
+    from etl.compact import SEGMENT_PREFIX
+    from etl.schema import TABLES
+
+    chosen = snapshot(warehouse)
+    folders = sorted({folder for _, folder in chosen})
+    ids = [publish_id for publish_id, _ in chosen]
+    segments = any(f.name.startswith(SEGMENT_PREFIX) for f in folders)
+    for table in TABLES:
+        keep = ids if table == "runs" or segments else None
+        table_frame(spark, warehouse, table, folders, keep).createOrReplaceTempView(table)
+    return list(TABLES)
+
+
+def snapshot(warehouse: Warehouse) -> list[tuple[str, Path]]:
+    """(publish id, folder) of each run's current publish, by DuckDB's own rule."""
+    import duckdb
+
+    from etl.query import current_publishes
+
+    with duckdb.connect() as con:
+        return current_publishes(con, warehouse)
+
+
+def table_frame(spark: SparkSession, warehouse: Warehouse, table: str, folders: list[Path],
+                keep: list[str] | None) -> DataFrame:
+    """The table's rows in `folders` (the zero-row schema file gives the types; a file
+    written before a column existed reads it as NULL), only publishes in `keep`."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from etl.schema import table_schema
+    from etl.warehouse import SCHEMA_DIR
+
+    schema_file = warehouse.data / SCHEMA_DIR / f"{table}.parquet"
+    schema = from_arrow_schema(table_schema(table).arrow())  # no Spark job to read a footer
+    files = [_uri(schema_file)] + [_uri(f / f"{table}.parquet") for f in folders
+                                   if (f / f"{table}.parquet").exists()]
+    frame = spark.read.schema(schema).parquet(*files)
+    if keep is not None:
+        frame = frame.where(F.col("publish_id").isin(keep) if keep else F.lit(False))
+    return frame.select(*[F.col(f"`{c}`") for c in table_schema(table).names])
+
+
+def _uri(path: Path) -> str:
+    # Hadoop reads a bare path as a glob; a file: URI with the glob characters escaped
+    # names exactly this file
+    text = str(path)
+    for char in "\\{}[]*?":
+        text = text.replace(char, "\\" + char)
+    return "file://" + text
+
+
+def rows(spark: SparkSession, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The columns and rows of `sql`, one reading statement (`etl query --engine spark`)."""
+    from etl.errors import EtlError
+    from etl.query import QueryError
+
+    _refuse_writes(sql)
+    try:
+        frame = spark.sql(sql)
+    except Exception as exc:  # pyspark's AnalysisException, ParseException, ...
+        if type(exc).__module__.startswith("pyspark"):
+            raise QueryError(str(exc)) from None
+        raise
+    if not frame.columns:
+        raise EtlError("the statement returned no columns")
+    return frame.columns, [tuple(r) for r in frame.collect()]
+
+
+def _refuse_writes(sql: str) -> None:
+    """etl query only reads: a SELECT (or WITH, DESCRIBE), one statement."""
+    import sqlglot
+    from sqlglot import exp
+
+    from etl.errors import EtlError
+
+    try:
+        statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]
+    except sqlglot.errors.ParseError as exc:
+        raise EtlError(f"query failed: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query | exp.Describe):
+        raise EtlError("etl query --engine spark runs one SELECT (or WITH, DESCRIBE); it "
+                       "only reads")
