@@ -79,6 +79,7 @@ def rewrite(tree: Any, dialect: str, path: Path) -> Any:
 
     | DuckDB               | spark            | trino                             |
     |----------------------|------------------|-----------------------------------|
+    | quantile_disc(x, q)  | percentile_disc(q) WITHIN GROUP (ORDER BY x) | as spark  |
     | quantile_cont(x, q)  | percentile(x, q) | refused: approx_percentile is not |
     |                      |                  | exact (sqlglot writes             |
     |                      |                  | PERCENTILE_CONT(x, q), which      |
@@ -87,6 +88,14 @@ def rewrite(tree: Any, dialect: str, path: Path) -> Any:
     from sqlglot import exp
 
     def fix(node: exp.Expression) -> exp.Expression:
+        # quantile_disc(x, q): Spark's percentile_disc takes the SQL standard's form only
+        if isinstance(node, exp.PercentileDisc) and node.expression is not None \
+                and not isinstance(node.parent, exp.WithinGroup) and dialect == "spark":
+            # Anonymous: sqlglot's Spark writer turns a PercentileDisc into the approximate
+            # PERCENTILE_APPROX
+            return exp.WithinGroup(
+                this=exp.Anonymous(this="percentile_disc", expressions=[node.expression.copy()]),
+                expression=exp.Order(expressions=[exp.Ordered(this=node.this.copy())]))
         # DuckDB's two-argument form; the WITHIN GROUP form carries over as it is
         if isinstance(node, exp.PercentileCont) and node.expression is not None \
                 and not isinstance(node.parent, exp.WithinGroup):

@@ -28,6 +28,15 @@ def test_quantile_cont_becomes_sparks_exact_percentile(tmp_path: Path) -> None:
         view_select(view, "trino")
 
 
+def test_quantile_disc_becomes_sparks_exact_within_group_form(tmp_path: Path) -> None:
+    path = tmp_path / "d_v1.sql"
+    path.write_text("-- d [project]\nSELECT quantile_disc(x, 0.9) AS p90_x FROM kernels\n"
+                    "-- p90_x: x\n")
+    written = view_select(load_view(path), "spark")
+    assert "PERCENTILE_DISC(0.9) WITHIN GROUP (ORDER BY x" in written
+    assert "APPROX" not in written
+
+
 def test_an_override_beside_the_view_is_used_and_discovery_ignores_it(tmp_path: Path) -> None:
     path = tmp_path / "o_v1.sql"
     path.write_text("-- o [project]\nSELECT 1 AS one FROM kernels\n-- one: one\n")
