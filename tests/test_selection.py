@@ -29,7 +29,8 @@ def test_a_step_with_unlaunched_kernels_is_passed_over(tmp_path: Path) -> None:
     assert v2 == {"selected_iteration": 2, "gpu_util": 0.4,
                   "selection": "first_within_5pct_of_median",
                   "selection_note": "passed over for kernels without a launch call in the "
-                                    "trace: 1", "unlaunched_kernel_count": 0}
+                                    "trace: 1 iteration(s), the first 1",
+                  "unlaunched_kernel_count": 0}
     rows = query_json(wh, "SELECT iteration, unlaunched_kernel_count, complete FROM "
                       "gpu_utilization ORDER BY iteration")
     assert rows == [{"iteration": 1, "unlaunched_kernel_count": 1, "complete": True},

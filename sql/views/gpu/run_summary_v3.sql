@@ -19,18 +19,23 @@
 WITH ranked AS (
     SELECT
         g.*,
-        median(g.window_ns) FILTER (WHERE g.complete)
+        median(CASE WHEN g.complete THEN g.window_ns END)
             OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
             AS median_window_ns,
         count(*) OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
             AS iteration_count,
-        list(g.iteration ORDER BY g.window_start_ns) FILTER (WHERE NOT g.complete)
-            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id) AS incomplete,
-        list(g.iteration ORDER BY g.window_start_ns)
-            FILTER (WHERE g.complete AND g.unlaunched_kernel_count > 0)
-            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id) AS unlaunched,
-        count(*) FILTER (WHERE g.complete AND g.unlaunched_kernel_count = 0)
-            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id) AS clean_count
+        count(CASE WHEN NOT g.complete THEN 1 END)
+            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
+            AS incomplete_count,
+        min(CASE WHEN NOT g.complete THEN g.iteration END)
+            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
+            AS first_incomplete,
+        count(CASE WHEN g.complete AND g.unlaunched_kernel_count > 0 THEN 1 END)
+            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
+            AS unlaunched_count,
+        min(CASE WHEN g.complete AND g.unlaunched_kernel_count > 0 THEN g.iteration END)
+            OVER (PARTITION BY g.run_id, g.run_name, g.source_id, g.device_id)
+            AS first_unlaunched
     FROM gpu_utilization_v3 AS g
 ),
 scored AS (
@@ -60,14 +65,16 @@ SELECT
          WHEN s.stable THEN 'first_within_5pct_of_median'
          ELSE 'closest_to_median' END AS selection,
     nullif(concat_ws('; ',
-        CASE WHEN len(s.incomplete) > 0 THEN 'passed over as incomplete (truncated source): '
-             || array_to_string(s.incomplete, ', ') END,
-        CASE WHEN len(s.unlaunched) > 0 AND s.unlaunched_kernel_count = 0
-             THEN 'passed over for kernels without a launch call in the trace: '
-                  || array_to_string(s.unlaunched, ', ')
-             WHEN s.unlaunched_kernel_count > 0
+        CASE WHEN s.incomplete_count > 0
+             THEN 'passed over as incomplete (truncated source): '
+                  || CAST(s.incomplete_count AS VARCHAR) || ' iteration(s), the first '
+                  || CAST(s.first_incomplete AS VARCHAR) END,
+        CASE WHEN s.unlaunched_kernel_count > 0
              THEN 'every complete iteration holds kernels without a launch call in the trace'
-             END), '') AS selection_note,
+             WHEN s.unlaunched_count > 0
+             THEN 'passed over for kernels without a launch call in the trace: '
+                  || CAST(s.unlaunched_count AS VARCHAR) || ' iteration(s), the first '
+                  || CAST(s.first_unlaunched AS VARCHAR) END), '') AS selection_note,
     s.iteration_count,
     s.unlaunched_kernel_count,
     s.peak_allocated_bytes,
