@@ -35,7 +35,8 @@ def test_launches_without_gpu_activity_are_flagged(tmp_path: Path) -> None:
     assert warnings == ["warning: nocuda/trace.json: 5 launch calls that start GPU work and "
                         "no GPU activity: recorded without CUDA activities? No GPU utilization "
                         f"for this trace (anomaly {KIND})"]
-    [summary_row] = [line for line in done.stdout.splitlines() if "nocuda" in line]
+    [summary_row] = [line for line in done.stdout.splitlines()
+                     if "nocuda" in line and "│" in line]  # the summary table, not progress
     assert "no GPU activity" in summary_row  # the summary table's notes column
     rows = query_json(tmp_path / "wh", "SELECT source_id, kind, event_id FROM anomalies")
     assert rows == [{"source_id": 0, "kind": KIND, "event_id": None}]
