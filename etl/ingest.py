@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Future
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -328,7 +328,7 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
             continue
         sources.append(Source(source_id, path, rel, fmt, key.inputs[rel], done.info.event_count,
                               done.rank, done.info.truncated, done.gpu_names,
-                              remarks=getattr(done, "remarks", [])))
+                              remarks=done.remarks))
         parts["devices"].append(done.devices)
         parts["iterations"].append(_complete_unless_said(done.iterations))
     return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}
@@ -592,16 +592,23 @@ def ingest_all(folders: Sequence[Path | RunTarget], warehouse: Warehouse,
     warehouse.init()
     if len(folders) == 1:
         options = replace(options, slice_workers=options.jobs, jobs=1)
+    return publish_all(_prepared(folders, warehouse, options), warehouse, on_done)
+
+
+def publish_all(prepared: Iterable[Prepared], warehouse: Warehouse,
+                on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    """Publish staged runs one at a time, in this one process (the warehouse's single
+    writer), as they arrive; return once the last publish is visible."""
     results: list[RunResult] = []
     last: Publication | None = None
-    for prepared in _prepared(folders, warehouse, options):
-        if prepared.staged is not None and prepared.result.run_id is not None:
-            last = warehouse.publish(prepared.staged, prepared.runs_row)
+    for item in prepared:
+        if item.staged is not None and item.result.run_id is not None:
+            last = warehouse.publish(item.staged, item.runs_row)
             if last.late:
-                prepared.result.warnings.append(LATE_PUBLISH)
-        results.append(prepared.result)
+                item.result.warnings.append(LATE_PUBLISH)
+        results.append(item.result)
         if on_done:
-            on_done(prepared.result)
+            on_done(item.result)
     if last is not None:
         last.wait_until_visible()  # what this returns is what the next query sees
     return results

@@ -37,9 +37,8 @@ def ingest_spark(spark: SparkSession, folders: Sequence[Path | RunTarget],
     from dataclasses import replace
 
     from etl.errors import name_text
-    from etl.ingest import LATE_PUBLISH
+    from etl.ingest import publish_all
     from etl.runfolder import RunTarget
-    from etl.warehouse import Publication
 
     warehouse.init()
     targets = [f if isinstance(f, RunTarget) else RunTarget(f, name_text(f.name))
@@ -51,19 +50,7 @@ def ingest_spark(spark: SparkSession, folders: Sequence[Path | RunTarget],
     prepared: list[Prepared] = (
         spark.sparkContext.parallelize(targets, len(targets))
         .map(lambda target: _task(target, root, task_options, kill_once)).collect())
-    results: list[RunResult] = []
-    last: Publication | None = None
-    for item in prepared:
-        if item.staged is not None and item.result.run_id is not None:
-            last = warehouse.publish(item.staged, item.runs_row)
-            if last.late:
-                item.result.warnings.append(LATE_PUBLISH)
-        results.append(item.result)
-        if on_done:
-            on_done(item.result)
-    if last is not None:
-        last.wait_until_visible()
-    return results
+    return publish_all(prepared, warehouse, on_done)  # the driver is the one writer
 
 
 def _task(target: RunTarget, root: Path, options: Options, kill_once: Path | None
