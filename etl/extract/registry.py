@@ -12,8 +12,8 @@ Roles, and what a reader of each role is called with (the `reader` is "module:fu
 imported only when a file of the format is read):
 - trace: one call per file, `reader(path, source_id, gpu_override, spill, sinks, options)`
   streaming host events and GPU activities into the run's table writers (etl/ingest.py:
-  `Sinks`, `PipelineOptions`); returns what kineto/pipeline.py's `SourceResult` holds
-  (rank, events read, devices, iterations, GPU names, truncated).
+  `Sinks`, `PipelineOptions`); returns a `TraceResult` (trace_role.py: rank, events read,
+  devices, iterations, GPU names, truncated, remarks).
 - counters: one call per reader with every file of the run it reads,
   `reader(files, devices, dims)` → a part with `tables`, `anomalies` and one `sources`
   entry per file (ncu/tables.py `NcuPart`; files of one session may merge into one export).

@@ -8,8 +8,8 @@ the tuning of the streaming readers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,3 +42,34 @@ class PipelineOptions:
     slice_bytes: int = SLICE_BYTES
     chunk_rows: int = CHUNK_ROWS
     threads: int = 2              # DuckDB threads
+
+
+class ReadInfo(Protocol):
+    """What the ingest needs to know of how a source was read."""
+
+    event_count: int          # events (records) read from the file
+    truncated: bool           # the file ended early and what was complete was kept
+
+
+@dataclass
+class SourceInfo:
+    """A ReadInfo for readers that keep nothing more about the read."""
+
+    event_count: int
+    truncated: bool = False
+
+
+@dataclass
+class TraceResult:
+    """What every trace reader returns for its file; its rows went to the sinks."""
+
+    info: ReadInfo
+    iterations: Any                 # pa.Table: the source's iterations
+    devices: Any                    # pa.Table: the source's devices
+    rank: int | None = None
+    gpu_names: list[str] = field(default_factory=list)
+    kernels: int = 0
+    anomalies: int = 0
+    # what the ingest's output says about the source: (a short note for its summary
+    # table, a one-line warning)
+    remarks: list[tuple[str, str]] = field(default_factory=list)

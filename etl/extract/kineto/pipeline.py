@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from etl import link
 from etl.extract.kineto.reader import Anomaly, TraceInfo, field_map, stream_trace
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer
+from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.rawio import is_gzip, slice_checksum
 from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
@@ -46,20 +47,6 @@ from etl.extract.kineto.tables import (NO_GPU_ACTIVITY, BeginEndSweep, Step, _an
                                       no_gpu_activity, thread_keys)
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
-
-
-@dataclass
-class SourceResult:
-    info: TraceInfo
-    iterations: pa.Table
-    devices: pa.Table
-    rank: int | None
-    gpu_names: list[str]
-    kernels: int = 0
-    anomalies: int = 0
-    # what the ingest's output says about the source: (a short note for its summary
-    # table, a one-line warning)
-    remarks: list[tuple[str, str]] = field(default_factory=list)
 
 
 def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Path,

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
-from etl.extract.nsys.tables import NsysInfo, NsysResult, _anomaly_table
+from etl.extract.nsys.tables import _anomaly_table
+from etl.extract.trace_role import SourceInfo, TraceResult
 
 _DEVICE = re.compile(r"^(?P<name>.*?)\s*\((?P<index>\d+)\)\s*$")
 INT_COLUMNS = {"CorrId": "correlation_id", "GrdX": "grid_x", "GrdY": "grid_y",
@@ -26,7 +27,7 @@ MB = 1 << 20  # nsys stats prints MiB as "MB"
 
 
 def ingest_gpu_trace(path: Path, source_id: int, gpu_override: str | None, spill: Path,
-                     sinks: Any, options: Any) -> NsysResult:
+                     sinks: Any, options: Any) -> TraceResult:
     import pyarrow as pa
 
     text = path.read_bytes().decode("utf-8-sig", errors="replace")
@@ -66,7 +67,7 @@ def ingest_gpu_trace(path: Path, source_id: int, gpu_override: str | None, spill
                            "event_id": pa.nulls(1, pa.int64())})
     devices = _devices(kept, source_id, gpu_override)
     names = [n for n in devices.column("name").to_pylist() if n]
-    return NsysResult(NsysInfo(len(kept)), iterations, devices, None, names, len(kept),
+    return TraceResult(SourceInfo(len(kept)), iterations, devices, None, names, len(kept),
                       len(found))
 
 

@@ -16,7 +16,7 @@ activity launched from it (not at the end of the capture).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -26,30 +26,12 @@ from etl import link
 from etl.errors import InputError
 from etl.extract.nsys import EXPORT_COMMAND
 from etl.extract.nsys.sqlite_export import Export, column_map
+from etl.extract.trace_role import SourceInfo, TraceResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from etl.extract.trace_role import PipelineOptions, Sinks
-
-
-@dataclass
-class NsysInfo:
-    event_count: int
-    truncated: bool = False
-
-
-@dataclass
-class NsysResult:
-    """What the trace role's dispatch reads (as kineto/pipeline.py's SourceResult)."""
-
-    info: NsysInfo
-    iterations: Any
-    devices: Any
-    rank: int | None = None
-    gpu_names: list[str] = field(default_factory=list)
-    kernels: int = 0
-    anomalies: int = 0
 
 
 def refuse_rep(path: Path, *_: Any) -> NoReturn:
@@ -60,7 +42,7 @@ def refuse_rep(path: Path, *_: Any) -> NoReturn:
 
 
 def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: Path,
-                  sinks: Sinks, options: PipelineOptions) -> NsysResult:
+                  sinks: Sinks, options: PipelineOptions) -> TraceResult:
     export = Export(path)
     try:
         return _ingest(export, source_id, gpu_override, sinks)
@@ -69,7 +51,7 @@ def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: P
 
 
 def _ingest(export: Export, source_id: int, gpu_override: str | None, sinks: Sinks
-            ) -> NsysResult:
+            ) -> TraceResult:
     strings = _string_table(export.strings())
     start_utc = export.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
     anomalies: list[tuple[str, int | None, str]] = []
@@ -104,7 +86,7 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, sinks: Sin
     iterations = _iteration_table(steps, host, gpu, source_id, offset)
     names = [n for n in devices.column("name").to_pylist() if n]
     count = host_table.num_rows + kernel_table.num_rows
-    return NsysResult(NsysInfo(count), iterations, devices, None, names,
+    return TraceResult(SourceInfo(count), iterations, devices, None, names,
                       kernel_table.num_rows, len(anomalies))
 
 

@@ -17,11 +17,11 @@ import pyarrow as pa
 
 from etl import link
 from etl.errors import InputError
-from etl.extract.trace_role import PipelineOptions, Sinks
+from etl.extract.trace_role import PipelineOptions, Sinks, SourceInfo
+from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.xplane.decode import (Space, Stats, field_map, plane_kind, read_events,
                                        read_line, read_space)
-from etl.extract.xplane.tables import (DETAILS, NONE, Anomaly, Collector, SourceResult,
-                                       XplaneInfo)
+from etl.extract.xplane.tables import DETAILS, NONE, Anomaly, Collector
 from etl.extract.xplane.wire import WireError
 
 REMEDY = ("re-export the profile (tf.profiler / jax.profiler write plugins/profile/<session>/"
@@ -118,7 +118,7 @@ def _write(space: Space, c: Collector, source_id: int, gpu_override: str | None,
     anomalies = _anomaly_table(_source_anomalies(space, c, steps), source_id)
     sinks.anomalies(anomalies)
     devices = _devices(space, gpu_override, source_id)
-    return SourceResult(XplaneInfo(len(host) + len(gpu)), iterations,
+    return SourceResult(SourceInfo(len(host) + len(gpu)), iterations,
                         devices, None, [n for n in devices["name"].to_pylist() if n],
                         kernels=len(gpu), anomalies=anomalies.num_rows)
 

@@ -32,25 +32,6 @@ NONE = link.NONE
 _TF_OP = re.compile(r"^(?P<name>[^:#]+):(?P<type>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
-@dataclass
-class XplaneInfo:
-    event_count: int
-    truncated: bool = False
-
-
-@dataclass
-class SourceResult:
-    """What the trace role returns (as kineto/pipeline.py's SourceResult)."""
-
-    info: XplaneInfo
-    iterations: pa.Table
-    devices: pa.Table
-    rank: int | None
-    gpu_names: list[str]
-    kernels: int = 0
-    anomalies: int = 0
-
-
 def as_numpy(values: array[int]) -> np.ndarray:
     dtype = np.int32 if values.typecode == "i" else np.int64
     return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
