@@ -17,6 +17,7 @@ PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
 WIDTH = 760
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 40, 60
 LEGEND_ROW = 18
+PLOT_H = 260.0  # plot height of the charts with a numeric x axis
 
 
 @dataclass(frozen=True)
@@ -200,14 +201,10 @@ def violin_chart(title: str, violins: Sequence[Violin], y_label: str, y_max: flo
 def step_chart(title: str, lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
                x_label: str, y_label: str, y_max: float = 1.0) -> str:
     """Right-continuous step lines (a cumulative distribution), one per series."""
-    plot_h, height = 260.0, 260 + TOP + BOTTOM + 30
-    peak = max((x for _, xs, _ in lines for x in xs), default=0)
-    x_top = nice_max(peak)
-    plot_w = WIDTH - LEFT - RIGHT
-    body = _y_axis(y_max, plot_h, y_label)
-    base_y = TOP + plot_h
-    for t in _ticks(x_top):
-        body.append(_text(LEFT + plot_w * t / x_top, base_y + 14, _fmt_tick(t)))
+    plot_h, height = PLOT_H, int(PLOT_H) + TOP + BOTTOM + 30
+    x_top = nice_max(max((x for _, xs, _ in lines for x in xs), default=0))
+    plot_w, base_y = WIDTH - LEFT - RIGHT, TOP + PLOT_H
+    body = _y_axis(y_max, plot_h, y_label) + _x_ticks(x_top)
     for i, (_, xs, ys) in enumerate(lines):
         pts, prev_y = [f"{LEFT:.1f},{base_y:.1f}"], 0.0
         for x, y in zip(xs, ys):
@@ -218,30 +215,36 @@ def step_chart(title: str, lines: Sequence[tuple[str, Sequence[float], Sequence[
         pts.append(f"{LEFT + plot_w:.1f},{base_y - plot_h * prev_y / y_max:.1f}")
         body.append(f'<polyline points="{" ".join(pts)}" fill="none" stroke-width="2" '
                     f'stroke="{PALETTE[i % len(PALETTE)]}"/>')
-    body.append(f'<line x1="{LEFT}" y1="{base_y}" x2="{WIDTH - RIGHT}" y2="{base_y}" '
-                'stroke="black"/>')
-    body.append(_text(LEFT + plot_w / 2, base_y + 32, x_label))
+    body += _x_axis(x_label)
     return _frame(title, height, body, [name for name, _, _ in lines])
 
 
 def line_chart(title: str, lines: Sequence[tuple[str, Sequence[float], Sequence[float]]],
                x_label: str, y_label: str, y_max: float | None = None) -> str:
     """Lines through (x, y) points with a dot at each, one per series (x ascending)."""
-    plot_h, height = 260.0, 260 + TOP + BOTTOM + 30
+    height = int(PLOT_H) + TOP + BOTTOM + 30
     x_top = nice_max(max((x for _, xs, _ in lines for x in xs), default=0))
     y_top = y_max or nice_max(max((y for _, _, ys in lines for y in ys), default=0))
-    plot_w = WIDTH - LEFT - RIGHT
-    body = _y_axis(y_top, plot_h, y_label)
-    base_y = TOP + plot_h
-    for t in _ticks(x_top):
-        body.append(_text(LEFT + plot_w * t / x_top, base_y + 14, _fmt_tick(t)))
+    plot_w, base_y = WIDTH - LEFT - RIGHT, TOP + PLOT_H
+    body = _y_axis(y_top, PLOT_H, y_label) + _x_ticks(x_top)
     for i, (_, xs, ys) in enumerate(lines):
         colour = PALETTE[i % len(PALETTE)]
-        pts = [(LEFT + plot_w * x / x_top, base_y - plot_h * y / y_top) for x, y in zip(xs, ys)]
+        pts = [(LEFT + plot_w * x / x_top, base_y - PLOT_H * y / y_top) for x, y in zip(xs, ys)]
         body.append(f'<polyline points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}" '
                     f'fill="none" stroke-width="2" stroke="{colour}"/>')
         body += [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{colour}"/>' for x, y in pts]
-    body.append(f'<line x1="{LEFT}" y1="{base_y}" x2="{WIDTH - RIGHT}" y2="{base_y}" '
-                'stroke="black"/>')
-    body.append(_text(LEFT + plot_w / 2, base_y + 32, x_label))
+    body += _x_axis(x_label)
     return _frame(title, height, body, [name for name, _, _ in lines])
+
+
+def _x_ticks(x_top: float) -> list[str]:
+    """Tick labels of a numeric x axis from 0 to x_top, under a plot of height PLOT_H."""
+    plot_w = WIDTH - LEFT - RIGHT
+    return [_text(LEFT + plot_w * t / x_top, TOP + PLOT_H + 14, _fmt_tick(t))
+            for t in _ticks(x_top)]
+
+
+def _x_axis(label: str) -> list[str]:
+    base_y, plot_w = TOP + PLOT_H, WIDTH - LEFT - RIGHT
+    return [f'<line x1="{LEFT}" y1="{base_y}" x2="{WIDTH - RIGHT}" y2="{base_y}" '
+            'stroke="black"/>', _text(LEFT + plot_w / 2, base_y + 32, label)]
