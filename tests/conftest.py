@@ -98,6 +98,20 @@ def query_json(warehouse: Path, sql: str) -> list[dict[str, Any]]:
     return json.loads(result.stdout)
 
 
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's runs ingested once per test process; tests only read it."""
+    from etl.demo import write_demo
+    from etl.ingest import ingest_all
+    from etl.warehouse import Warehouse
+
+    root = tmp_path_factory.mktemp("demo")
+    write_demo(root / "runs")
+    results = ingest_all(sorted((root / "runs").iterdir()), Warehouse.at(root / "wh"))
+    assert {r.status for r in results} == {"ingested"}, [r.error for r in results]
+    return root / "wh"
+
+
 @pytest.fixture
 def runs_dir(tmp_path: Path) -> Path:
     path = tmp_path / "runs"

@@ -52,15 +52,6 @@ def parse(path: Path) -> Tables:
 
 
 @pytest.fixture(scope="module")
-def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("demo")
-    assert cli("demo", str(root / "runs")).returncode == 0
-    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
-    assert result.returncode == 0, result.stderr
-    return root / "wh"
-
-
-@pytest.fixture(scope="module")
 def demo_report(demo_warehouse: Path) -> Path:
     out = demo_warehouse.parent / "report.html"
     result = cli("report", "--warehouse", str(demo_warehouse), "-o", str(out))

@@ -7,9 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from etl.demo import write_demo
-from etl.ingest import ingest_all
-from etl.warehouse import Warehouse
 from tests.conftest import ROOT, query_json
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -25,45 +22,37 @@ def readme_sql() -> list[str]:
     return [q.strip().rstrip(";") for q in blocks + queries + python]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("readme")
-    write_demo(root / "runs")
-    ingest_all(sorted((root / "runs").iterdir()), Warehouse.at(root / "wh"))
-    return root / "wh"
-
-
 def test_the_readme_has_examples() -> None:
     assert len(readme_sql()) >= 4
 
 
 @pytest.mark.parametrize("sql", readme_sql())
-def test_readme_sql_answers_on_the_demo(demo: Path, sql: str) -> None:
-    rows = query_json(demo, sql)
+def test_readme_sql_answers_on_the_demo(demo_warehouse: Path, sql: str) -> None:
+    rows = query_json(demo_warehouse, sql)
     assert rows, f"no rows: {sql}"
 
 
-def test_comparison_keeps_runs_without_ncu(demo: Path) -> None:
-    rows = query_json(demo, "SELECT run_name, gpu_util, smsp_active_util, ncu_reason "
+def test_comparison_keeps_runs_without_ncu(demo_warehouse: Path) -> None:
+    rows = query_json(demo_warehouse, "SELECT run_name, gpu_util, smsp_active_util, ncu_reason "
                       "FROM run_comparison WHERE framework = 'pytorch' ORDER BY run_name")
     assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_eager",
                                              "resnet_amp_nsys", "resnet_fp32_eager"]
     ddp = rows[0]
     assert ddp["ncu_reason"] == "no ncu export in the run" and ddp["smsp_active_util"] is None
     assert 0 < ddp["gpu_util"] < 1
-    [mean] = query_json(demo, "SELECT avg(gpu_util) AS g FROM run_summary "
+    [mean] = query_json(demo_warehouse, "SELECT avg(gpu_util) AS g FROM run_summary "
                         "WHERE run_name = 'resnet_amp_ddp'")
     assert ddp["gpu_util"] == pytest.approx(mean["g"], abs=1e-12)
-    v1 = query_json(demo, "SELECT * FROM run_utilization_v1 ORDER BY run_name")
-    v2 = query_json(demo, "SELECT * EXCLUDE (ncu_reason) FROM run_utilization_v2 "
+    v1 = query_json(demo_warehouse, "SELECT * FROM run_utilization_v1 ORDER BY run_name")
+    v2 = query_json(demo_warehouse, "SELECT * EXCLUDE (ncu_reason) FROM run_utilization_v2 "
                     "WHERE ncu_reason IS NULL ORDER BY run_name")
     assert v1 == v2  # where ncu levels exist, v2 is v1
 
 
-def test_etl_runs_shows_what_users_look_for_first(demo: Path) -> None:
+def test_etl_runs_shows_what_users_look_for_first(demo_warehouse: Path) -> None:
     from tests.conftest import cli
 
-    out = cli("runs", "--warehouse", str(demo), env={"COLUMNS": "200"})
+    out = cli("runs", "--warehouse", str(demo_warehouse), env={"COLUMNS": "200"})
     assert out.returncode == 0, out.stderr
     header, _, *rows = out.stdout.splitlines()
     assert header.split() == ["run", "gpu", "ranks", "iterations", "kernels", "gpu_util",

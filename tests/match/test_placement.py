@@ -57,25 +57,17 @@ def test_iterations_that_differ_are_not_equivalent() -> None:
     assert how is None and placed.equals(result)
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("demo")
-    write_demo(root / "runs")
-    ingest_all(sorted((root / "runs").iterdir()), Warehouse.at(root / "wh"))
-    return root / "wh"
-
-
-def test_demo_views_agree(demo: Path) -> None:
+def test_demo_views_agree(demo_warehouse: Path) -> None:
     """run_summary and run_utilization describe the same step of every run and device; the
     runs with an ncu export have their levels on the step the export profiled."""
     columns = "run_name, source_id, device_id, {it} AS it, gpu_util, throughput_samples_per_s"
     order = " ORDER BY run_name, source_id, device_id"
-    summary = query_json(demo, "SELECT " + columns.format(it="selected_iteration")
+    summary = query_json(demo_warehouse, "SELECT " + columns.format(it="selected_iteration")
                          + " FROM run_summary" + order)
-    levels = query_json(demo, "SELECT " + columns.format(it="iteration")
+    levels = query_json(demo_warehouse, "SELECT " + columns.format(it="iteration")
                         + " FROM run_utilization" + order)
     assert len(summary) > 2 and summary == levels
-    with_ncu = query_json(demo, "SELECT run_name, iteration FROM run_utilization "
+    with_ncu = query_json(demo_warehouse, "SELECT run_name, iteration FROM run_utilization "
                           "WHERE ncu_reason IS NULL ORDER BY run_name")
     assert with_ncu == [{"run_name": "resnet_amp_eager", "iteration": NCU_STEP},
                         {"run_name": "resnet_fp32_eager", "iteration": NCU_STEP}]
