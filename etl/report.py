@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from etl.errors import one_line
+from etl.extract import progress as file_progress
 
 if TYPE_CHECKING:  # `etl query` prints through this module without the ingest's imports
     from etl.ingest import RunResult
@@ -28,6 +29,9 @@ def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
                   disable=not console.is_terminal) as bar:
         task = bar.add_task("", total=total)
         done = [0]
+        if console.is_terminal:  # within a big trace: its bytes and passes, not just "0/1"
+            file_progress.listen(lambda p: bar.update(
+                task, description=escape(one_line(file_progress.describe(p)))))
 
         def advance(result: RunResult) -> None:
             # the description column reads markup: a name such as `[/x]` must stay text
@@ -45,7 +49,10 @@ def progress(total: int) -> Iterator[Callable[[RunResult], None]]:
                 console.print(f"error: {one_line(result.error)}", markup=False,
                               highlight=False, soft_wrap=True)
 
-        yield advance
+        try:
+            yield advance
+        finally:
+            file_progress.listen(None)
 
 
 def _cell(name: str) -> Any:

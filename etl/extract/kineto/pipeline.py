@@ -37,6 +37,8 @@ from etl.extract.kineto.reader import Anomaly, TraceInfo, field_map, stream_trac
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
+from etl.extract.progress import FileProgress
+from etl.extract.progress import report as report_progress
 from etl.extract.rawio import is_gzip, slice_checksum
 from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
                                            spill_table, spill_text)
@@ -83,11 +85,16 @@ class SpillSink:
         self.pending: deque[Future[SliceSummary]] = deque()
         self.pool = _pool(workers) if workers > 1 else None
         self.limit = 2 * workers
+        self.size = path.stat().st_size if path.is_file() else None
+        self.compressed = path.is_file() and is_gzip(path)
         # only regular files can be read again at an offset (not a FIFO, not a stream)
-        self.read_in_worker = (self.pool is not None and path.is_file()
-                               and not is_gzip(path))
+        self.read_in_worker = self.pool is not None and path.is_file() and not self.compressed
+
+    def _progress(self, read_to: int) -> None:
+        report_progress(FileProgress(self.path, "read", read_to, self.size, self.compressed))
 
     def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
+        self._progress(offset + len(text))
         index = len(self.summaries) + len(self.pending)
         if self.pool is None:
             self.summaries.append(spill_text(self.path, bytes(text), first_id, offset,
@@ -177,6 +184,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     rank = _rank(info)
     slices = len(summaries)  # the spills of the file's slices, in order (pairs follow)
     if any(s.begin_end_rows for s in summaries):
+        _stage(path, "pairing begin/end events")
         summaries = summaries + _pair_begin_end(spill, len(summaries), options)
     # in trace order (pairs are spilled after the slices)
     steps = sorted(s for summary in summaries for s in summary.steps)
@@ -186,11 +194,13 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     release_memory()  # pass 1's slices are gone: give their pages back before the sort
     launch_rows = 0
     if any(s.host_rows for s in summaries):
+        _stage(path, "linking host events")
         launch_rows = _link_host(spill, source, sinks.host_events, options)
         sinks.end_of_host_events()
         release_memory()
     gpu_rows = sum(s.gpu_rows for s in summaries)
     ends: dict[int, int] | None = {} if info.truncated else None
+    _stage(path, "joining GPU activities")
     kernels = (_kernels(spill, gpu_rows, launch_rows, source, sinks.kernels, ends)
                if gpu_rows else 0)
     work_activities = sum(s.gpu_work_activities for s in summaries)
@@ -215,6 +225,10 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
         kernels=kernels, anomalies=anomalies.num_rows,
         remarks=_remarks(info, iterations, work_calls, work_activities))
+
+
+def _stage(path: Path, stage: str) -> None:
+    report_progress(FileProgress(path, stage, None, None))
 
 
 def _remarks(info: TraceInfo, iterations: pa.Table, work_calls: int, work_activities: int
