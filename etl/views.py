@@ -459,8 +459,15 @@ def ensure_views(warehouse: Warehouse) -> bool:
     holds them as written (dropped or replaced from a shell); False if the file is locked."""
     import duckdb
 
+    from etl.view_template import copy_template, save_template
+
     check_root(warehouse)
-    if warehouse.database.exists():
+    new = not warehouse.database.exists()
+    if new:
+        warehouse.init()
+        if copy_template(warehouse, inputs_fingerprint(), STAMP):
+            return True
+    else:
         try:
             with duckdb.connect(str(warehouse.database), read_only=True) as con:
                 if views_current(con, warehouse):
@@ -489,7 +496,20 @@ def ensure_views(warehouse: Warehouse) -> bool:
     except (duckdb.IOException, duckdb.ConnectionException):
         return True  # a writer holds it now: the next check writes the views again
     (warehouse.root / STAMP).write_text(stamp, "utf-8")
+    if new:
+        save_template(warehouse, STAMP)
     return True
+
+
+def catalog_digest_of(database: Path) -> str | None:
+    """The catalog digest of a views database file; None when it is not one."""
+    import duckdb
+
+    try:
+        with duckdb.connect(str(database), read_only=True) as con:
+            return _catalog_digest(con)
+    except duckdb.Error:
+        return None
 
 
 def _cheap_binding_order(warehouse: Warehouse, statements: Statements) -> list[str]:

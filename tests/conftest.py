@@ -14,6 +14,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT.parent / "shared" / "corpus"
 ETL = [sys.executable, "-m", "etl.cli"]
+# new warehouses copy their views database from a template (etl/view_template.py): the
+# tests keep theirs in a folder of their own, never in the user's cache; subprocesses
+# inherit it
+os.environ.setdefault("ETL_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp"))
+                                          / f"etl-test-cache-{os.getuid()}"))
 
 
 def corpus_path(*parts: str) -> Path:
