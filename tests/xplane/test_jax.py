@@ -159,3 +159,11 @@ def test_host_only_profile_says_it_has_no_gpu_plane(tmp_path: Path) -> None:
     assert tables["host_events"].to_pylist()[0]["category"] == "trace_me"
     kinds = [a["kind"] for a in tables["anomalies"].to_pylist()]
     assert "no_gpu_plane" in kinds and "xplane_plane_not_read" not in kinds
+
+
+def test_name_stacks_split_outside_parentheses() -> None:
+    from etl.extract.xplane.tables import split_op
+
+    assert split_op("jit(f)/vmap(a/b)/mul") == ("mul", "jit(f)/vmap(a/b)")
+    assert split_op("model/dense/MatMul:MatMul") == ("MatMul", "model/dense")
+    assert split_op("dot_general#hlo_op=dot.1#") == ("dot_general", None)
