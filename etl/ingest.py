@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from etl import __version__
+from etl import device_memory
 from etl.errors import EtlError, InputError, RunError
 from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
 from etl.errors import name_text
@@ -186,6 +187,9 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
                staged: Path, options: Options) -> Prepared:
     writers = {t: TableWriter(staged, t, key.constants) for t in RUN_TABLES}
     sources, small = _extract_sources(run, dims, key, staged, writers, options)
+    if "devices" in small:  # run.toml gpu_memory_bytes where the traces give no memory
+        small["devices"], notes = device_memory.with_run_toml_memory(small["devices"], dims)
+        writers["anomalies"].write(device_memory.anomaly_table(notes))
     counters = _extract_counters(run, small.get("devices"), dims, key, len(sources),
                                  options.strict)
     sources += counters.sources

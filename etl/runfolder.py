@@ -20,6 +20,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "synthetic": bool, "notes": str, "compute_capability": str,
     "ncu_iteration": int,  # the iteration the run's ncu export profiled
     "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
+    "gpu_memory_bytes": int,  # device's total memory where the trace does not say
 }
 
 
@@ -261,6 +262,10 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
         if key in doc and not 0 < doc[key] < (1 << 31):
             raise InputError(path, f"{key} must be positive (an integer below 2^31)",
                              f"key {key}", "fix the value")
+    if "gpu_memory_bytes" in doc and not 0 < doc["gpu_memory_bytes"] < (1 << 63):
+        raise InputError(path, "gpu_memory_bytes must be a positive number of bytes",
+                         "key gpu_memory_bytes", "write the total in bytes, e.g. "
+                         "17179869184 for 16 GiB")
     return doc, text
 
 

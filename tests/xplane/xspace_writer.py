@@ -32,10 +32,12 @@ class Profile:
     step_markers: bool = True       # host events with step_num (else group_id only)
     memory: bool = True
     memory_steps: int | None = None  # allocator events in the first N steps only (None: all)
+    device_stats: dict[str, StatValue] | None = None  # the device planes' (None: V100)
 
     def planes(self) -> list[Plane]:
         host = Plane(1, "/host:CPU")
-        devices = [Plane(2 + g, f"/device:GPU:{g}", stats=dict(V100)) for g in range(self.gpus)]
+        stats = dict(V100 if self.device_stats is None else self.device_stats)
+        devices = [Plane(2 + g, f"/device:GPU:{g}", stats=dict(stats)) for g in range(self.gpus)]
         thread = Line(7, "tf_Compute/7", self.base_ns)
         main = Line(3, "python3", self.base_ns)
         streams = [Line(10 + g, f"Stream #{10 + g}(Compute)", self.base_ns)

@@ -10,8 +10,11 @@ Links, as for Kineto (etl/link.py): a GPU activity's launch is the host event wi
 correlation_id; a launch's op is the innermost TF op (`name/scope:OpType`) enclosing it on
 its thread. A kernel's op_name and layer come from the op stat the profiler puts on the GPU
 event (`tf_op` or `level 0`, else the annotation): op_name is the op type, layer its name
-scope; an XLA kernel without a TF op (JAX) takes op_name from `hlo_op` and layer from
-`hlo_module`. Iterations: see schemas/iterations.toml (xplane_pb).
+scope; JAX's name stack (`jit(f)/jit(main)/Dense_0/dot_general`: stat tf_op, or the name
+of the kernel's annotation when only that is written) splits the same way, into its last
+component and the rest. An XLA kernel without an op (TF's _XlaRun) takes op_name
+from `hlo_op` and layer from `hlo_module`, stats or the annotation's `#...#` metadata.
+Iterations: see schemas/iterations.toml (xplane_pb).
 """
 from __future__ import annotations
 
@@ -233,13 +236,19 @@ def _number(text: str | None) -> int:
 
 
 def _op_and_layer(stats: Stats) -> tuple[str | None, str | None]:
+    annotation = stats.get("annotation_op")
     text = stats.get("op")
-    if text is None and "annotation_op" in stats:
-        text = _innermost(str(stats["annotation_op"]))
+    if text is None and annotation is not None:
+        text = _innermost(str(annotation))
     op = split_op(str(text)) if text is not None else None
-    if (op is None or op[0] == "_XlaRun") and "hlo_op" in stats:
-        module = stats.get("hlo_module")
-        return str(stats["hlo_op"]), str(module) if module is not None else None
+    if op is None or op[0] == "_XlaRun":
+        # the HLO names: stats of their own (CUPTI collector), else the annotation's
+        # metadata (`name#hlo_op=...,hlo_module=...#`, all the ROCm collector may give)
+        written = _annotation_metadata(str(annotation)) if annotation is not None else {}
+        hlo_op = stats.get("hlo_op", written.get("hlo_op"))
+        module = stats.get("hlo_module", written.get("hlo_module"))
+        if hlo_op is not None:
+            return str(hlo_op), str(module) if module is not None else None
     return op if op is not None else (None, None)
 
 
@@ -254,10 +263,35 @@ def _innermost(annotation: str) -> str | None:
 
 
 @cache
+def _annotation_metadata(annotation: str) -> dict[str, str]:
+    """key=value pairs of the innermost annotation's `#...#` metadata."""
+    innermost = annotation.rsplit("::", 1)[-1]
+    _, _, metadata = innermost.partition("#")
+    pairs = (item.split("=", 1) for item in metadata.rstrip("#").split(","))
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+@cache
 def split_op(text: str) -> tuple[str, str | None] | None:
-    """`scope/name:OpType` → (OpType, scope); a name without a type → (name, None)."""
-    found = _TF_OP.match(text.split("#", 1)[0])
-    if not found:
-        return (text, None) if text else None
-    scope, _, _ = found.group("name").rpartition("/")
-    return found.group("type"), scope or None
+    """`scope/name:OpType` (TF) → (OpType, scope); a name stack without a type (JAX:
+    `jit(f)/jit(main)/Dense_0/dot_general`) → (its last component, the rest); a name
+    without either → (name, None)."""
+    name = text.split("#", 1)[0]
+    found = _TF_OP.match(name)
+    if found:
+        scope, _, _ = found.group("name").rpartition("/")
+        return found.group("type"), scope or None
+    scope, last = _last_component(name)
+    return (last, scope) if last else ((text, None) if text else None)
+
+
+def _last_component(stack: str) -> tuple[str | None, str]:
+    """(scope, last) of a `/`-separated name stack; a `/` inside parentheses (JAX's
+    `transpose(jvp(...))` transforms) does not separate."""
+    depth = 0
+    for i in range(len(stack) - 1, -1, -1):
+        ch = stack[i]
+        depth += (ch == ")") - (ch == "(")
+        if ch == "/" and depth == 0:
+            return stack[:i] or None, stack[i + 1:]
+    return None, stack

@@ -8,7 +8,8 @@
 -- gpu_utilization (the iteration's host span widened to its kernels).
 -- peak_memory_share = peak_allocated_bytes / devices.memory_bytes (the device's total
 -- memory as the trace describes it: Kineto deviceProperties totalGlobalMem, the xplane's
--- memory_size); NULL when either is unknown, and memory_status says which.
+-- memory_size; else run.toml gpu_memory_bytes, filled into devices at ingest); NULL when
+-- either is unknown, and memory_status says which.
 -- [paper §V, Fig. 4] Memory usage against batch size. [project] The peak over the window
 -- and the share of allocated (not reserved) bytes are this project's definitions.
 WITH gpu_memory AS (
@@ -87,6 +88,6 @@ LEFT JOIN devices AS d
 -- window_start_ns: start of the iteration window (joins _iteration_windows_v1), ns since the trace's epoch
 -- peak_allocated_bytes: largest allocator total of allocated bytes on the device within the window, bytes; NULL without memory events
 -- peak_reserved_bytes: largest allocator total of reserved bytes within the window, bytes; NULL without memory events
--- device_memory_bytes: the device's total memory from the trace's device description (devices.memory_bytes), bytes
+-- device_memory_bytes: the device's total memory (devices.memory_bytes: the trace's device description, else run.toml gpu_memory_bytes), bytes
 -- peak_memory_share: peak_allocated_bytes / device_memory_bytes in 0..1; NULL when either is unknown (memory_status says why)
 -- memory_status: measured, no_memory_events (PyTorch without profile_memory=True; TF without allocator events), no_allocated_bytes, or device_memory_unknown
