@@ -125,8 +125,10 @@ class Warehouse:
     def _write_schema_files(self, schema_dir: Path) -> None:
         staged = self.staging / f"schema-{uuid.uuid4().hex}"
         staged.mkdir(parents=True)
-        for table in TABLES:
-            _write_parquet(table, empty_table(table), staged / f"{table}.parquet")
+        paths = [staged / f"{table}.parquet" for table in TABLES]
+        for table, path in zip(TABLES, paths):
+            _write_parquet(table, empty_table(table), path, sync=False)
+        _fsync_together(paths)
         shutil.rmtree(schema_dir, ignore_errors=True)  # an older layout (we hold the lock)
         os.rename(staged, schema_dir)
 
@@ -467,14 +469,30 @@ def empty_table(table: str) -> pa.Table:
     return table_schema(table).arrow().empty_table()
 
 
-def _write_parquet(name: str, table: pa.Table, path: Path) -> None:
+def _write_parquet(name: str, table: pa.Table, path: Path, sync: bool = True) -> None:
     import pyarrow.parquet as pq
 
     with open(path, "wb") as fh:
         pq.write_table(table, fh, compression="zstd", row_group_size=ROW_GROUP_ROWS,
                        use_dictionary=table_schema(name).dictionary_columns())
         fh.flush()
-        os.fsync(fh.fileno())
+        if sync:
+            os.fsync(fh.fileno())
+
+
+def _fsync_together(paths: list[Path]) -> None:
+    """fsync many small files at once: the file system commits concurrent syncs in one
+    journal transaction, where one after the other waited for a commit each (13 schema
+    files took 0.3 s of a small trace's first ingest)."""
+    def sync(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    with ThreadPoolExecutor(len(paths) or 1) as pool:
+        list(pool.map(sync, paths))
 
 
 def _fsync_dir(path: Path) -> None:
