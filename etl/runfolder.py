@@ -20,6 +20,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "synthetic": bool, "notes": str, "compute_capability": str,
     "ncu_iteration": int,  # the iteration the run's ncu export profiled
     "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
+    "nvidia_smi_query": str,  # the --query-gpu list of a noheader nvidia-smi log: its fields
 }
 
 
