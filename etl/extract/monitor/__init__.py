@@ -34,8 +34,9 @@ _SMI_TIME = rb"[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}"
 SMI_ROW = re.compile(rb"(?m)^(?:(?:[^,\r\n]*, )+" + _SMI_TIME + rb"(?:, [^,\r\n]*)*|"
                      + _SMI_TIME + rb"(?:, [^,\r\n]*)+)\r?$")
 SMI_TIME = re.compile(rb"^\s*" + _SMI_TIME + rb"\s*$")
-_DMON = re.compile(rb"(?m)^#\s*(?:Date\s+Time\s+)?gpu\s+[a-z]+[^\r\n]*\r?\n"
-                   rb"#\s*(?:\S+\s+\S+\s+)?Idx\b")
+# -o DT prints Date and Time columns before gpu, -o T only Time (units YYYYMMDD, HH:MM:SS)
+_DMON = re.compile(rb"(?m)^#\s*(?:(?:Date\s+)?Time\s+)?gpu\s+[a-z]+[^\r\n]*\r?\n"
+                   rb"#\s*(?:\S+\s+){0,2}Idx\b")
 _DCGMI = re.compile(rb"(?m)^#\s*Entity\s+")
 _PROM = re.compile(rb"(?m)^(?:# (?:HELP|TYPE) )?DCGM_FI_[A-Z0-9_]+(?:\{[^}\r\n]*\})?\s+\S+")
 
@@ -71,7 +72,7 @@ FORMATS = (
         fills=FILLS, sniff=looks_like_smi_csv, reader=READER),
     Format(
         name="nvidia_smi_dmon", family="monitor", role="samples",
-        reads="nvidia-smi dmon output (fixed-width columns, '-' for N/A, optional -o DT)",
+        reads="nvidia-smi dmon output (fixed-width columns, '-' for N/A, optional -o DT or -o T)",
         recognised_by="a '# gpu ...' header line followed by a '# Idx ...' units line",
         fills=FILLS, sniff=looks_like_dmon, reader=READER),
     Format(
