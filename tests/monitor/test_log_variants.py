@@ -58,9 +58,9 @@ def test_dmon_two_writers(tmp_path: Path) -> None:
 
 
 def test_dcgmi_two_writers_and_no_time(tmp_path: Path) -> None:
-    data = ("#Entity   ID    SMACT   TENSO\nID\nGPU 0           0.871   0.043\n"
-            "GPU 0           0.8\0\0GPU 0   0.5\n"
-            "GPU 0           N/A     0.045\n").encode()
+    data = (b"#Entity   ID    SMACT   TENSO\nID\nGPU 0           0.871   0.043\n"
+            b"GPU 0           0.8\0\0GPU 0   0.5\n"
+            b"GPU 0           N/A     0.045\n")
     rows, kinds = _read(tmp_path, data, "dcgmi.log")
     assert _values(rows, "sm_active") == [0.871, None]
     assert _values(rows, "tensor_active") == [0.043, 0.045]
