@@ -334,7 +334,8 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
                               done.rank, done.info.truncated, done.gpu_names,
                               remarks=done.remarks))
         parts["devices"].append(done.devices)
-        parts["iterations"].append(_complete_unless_said(done.iterations))
+        parts["iterations"].append(_with_clock(_complete_unless_said(done.iterations),
+                                               done.clock, fmt.name))
     return sources, {t: pa.concat_tables(p) for t, p in parts.items() if p}
 
 
@@ -453,6 +454,25 @@ def _complete_unless_said(iterations: Any) -> Any:
     if "cut" not in iterations.column_names:
         iterations = iterations.append_column("cut", pa.nulls(n, pa.string()))
     return iterations
+
+
+def _with_clock(iterations: Any, clock: Any, format_name: str) -> Any:
+    """The source's clock (the reader's TraceClock, else read from its times) on each of
+    its iterations: clock, utc_offset_ns, clock_reason (schemas/iterations.toml)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from etl.extract.trace_role import clock_of_times
+
+    n = iterations.num_rows
+    if clock is None:
+        clock = clock_of_times(pc.min(iterations["start_ns"]).as_py() if n else None,
+                               f"{format_name} reader")
+    return (iterations
+            .append_column("clock", pa.repeat(pa.scalar(clock.kind), n))
+            .append_column("utc_offset_ns", pa.repeat(pa.scalar(clock.utc_offset_ns,
+                                                                pa.int64()), n))
+            .append_column("clock_reason", pa.repeat(pa.scalar(clock.reason, pa.string()), n)))
 
 
 def _pipeline_options(path: Path, options: Options) -> Any:

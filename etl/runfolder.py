@@ -21,6 +21,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "ncu_iteration": int,  # the iteration the run's ncu export profiled
     "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
     "gpu_memory_bytes": int,  # device's total memory where the trace does not say
+    "nvidia_smi_query": str,  # the --query-gpu list of a noheader nvidia-smi log: its fields
 }
 
 

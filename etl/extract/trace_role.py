@@ -59,6 +59,41 @@ class SourceInfo:
     truncated: bool = False
 
 
+# Times from 2000-01-01 to 2100-01-01 UTC, in ns since 1970: a trace time in this range is
+# read as the wall clock. Any other clock in use (a monotonic clock, ns since a session or
+# a base time) is decades short of it: uptime would have to exceed 30 years.
+WALL_CLOCK_NS = (946_684_800 * 10**9, 4_102_444_800 * 10**9)
+
+
+def on_wall_clock(ns: int) -> bool:
+    return WALL_CLOCK_NS[0] <= ns < WALL_CLOCK_NS[1]
+
+
+@dataclass(frozen=True)
+class TraceClock:
+    """How a trace source's times map to the wall clock: UTC ns since 1970 = the source's
+    ns (iterations.start_ns, kernels.ts_ns, ...) + utc_offset_ns (iterations.clock)."""
+
+    kind: str                     # base_time, epoch, or unmapped
+    utc_offset_ns: int | None     # None: unmapped
+    reason: str | None = None     # why unmapped; None when mapped
+
+    @staticmethod
+    def unmapped(reason: str) -> TraceClock:
+        return TraceClock("unmapped", None, reason)
+
+
+def clock_of_times(first_ns: int | None, what: str) -> TraceClock:
+    """The clock of a source whose reader states none: its times are taken as the wall
+    clock when its first time is (on_wall_clock), else the clock is unmapped."""
+    if first_ns is None:
+        return TraceClock.unmapped(f"{what}: no iteration with a time")
+    if on_wall_clock(first_ns):
+        return TraceClock("epoch", 0)
+    return TraceClock.unmapped(f"{what}: times start at {first_ns} ns, not ns since 1970 "
+                               "(2000 to 2100), and the reader states no other clock")
+
+
 @dataclass
 class TraceResult:
     """What every trace reader returns for its file; its rows went to the sinks."""
@@ -73,3 +108,5 @@ class TraceResult:
     # what the ingest's output says about the source: (a short note for its summary
     # table, a one-line warning)
     remarks: list[tuple[str, str]] = field(default_factory=list)
+    # how its times map to UTC; None: the reader does not say (ingest: clock_of_times)
+    clock: TraceClock | None = None

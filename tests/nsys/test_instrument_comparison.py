@@ -65,7 +65,7 @@ def test_monitor_means_per_step_match_a_naive_reading(tmp_path: Path) -> None:
         assert abs(smi - want[0]) < 1e-9 and abs(tenso - want[1]) < 1e-9 and n == want[2]
         assert covered == min(1.0, n * SAMPLE_NS / 50_000_000)
         assert busy > 0.9 and tenso < 0.05 and nsys_tc < 0.05 and nsys_n == 5
-        assert ncu_reason == "no ncu export matched to this trace source"
+        assert ncu_reason == "no ncu export in the run"  # run_utilization_v2.ncu_reason
     # the paper's gap in one query
     [(gap,)] = con.execute("""SELECT count(*) FROM instrument_comparison
         WHERE trace_gpu_util > 0.9 AND dcgm_tensor_active_util < 0.05""").fetchall()

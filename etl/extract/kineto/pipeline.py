@@ -36,6 +36,7 @@ from etl import link
 from etl.extract.kineto.reader import Anomaly, TraceInfo, field_map, stream_trace
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer
 from etl.extract.trace_role import TraceResult as SourceResult
+from etl.extract.kineto.clock import kineto_clock
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.progress import FileProgress
 from etl.extract.progress import report as report_progress
@@ -211,11 +212,15 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
                                  "events before the cut were kept (--salvage)"))
-    anomalies = _anomaly_table(source.anomalies, source_id)
-    sinks.anomalies(anomalies)
     span = None
     for summary in summaries:
         span = merge_span(span, summary.span)
+    clock = kineto_clock(info.base_time_ns, span, info.truncated)
+    if clock.reason:
+        source.anomalies.append(("clock_unmapped", None, f"{clock.reason}; monitor samples "
+                                 "cannot be placed in its iterations (iterations.clock)"))
+    anomalies = _anomaly_table(source.anomalies, source_id)
+    sinks.anomalies(anomalies)
     devices = sorted({d for s in summaries for d in s.devices})
     record = _record_end(spill, slices) if info.truncated else None
     iterations = iterations_table(steps, span, record, ends)
@@ -224,7 +229,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
             _devices_table(info.device_properties, devices, gpu_override), source),
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
         kernels=kernels, anomalies=anomalies.num_rows,
-        remarks=_remarks(info, iterations, work_calls, work_activities))
+        remarks=_remarks(info, iterations, work_calls, work_activities), clock=clock)
 
 
 def _stage(path: Path, stage: str) -> None:

@@ -57,7 +57,8 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.jso
                                    gc=False)
     header = msgspec.defstruct("Header", [
         ("traceEvents", list[event]), ("deviceProperties", Any, None),
-        ("distributedInfo", Any, None), ("displayTimeUnit", Any, None)])
+        ("distributedInfo", Any, None), ("displayTimeUnit", Any, None),
+        ("baseTimeNanoseconds", Any, None)])
     typed = msgspec.json.Decoder(header | list[event])
     lenient = msgspec.json.Decoder(float_hook=decimal.Decimal)
     return typed, lenient, msgspec.json.Decoder(list[event])
@@ -142,6 +143,7 @@ class KinetoTrace:
     display_time_unit: str | None
     anomalies: list[Anomaly]
     truncated: bool = False   # salvaged: the file ended early, complete events kept
+    base_time_ns: Any = None  # baseTimeNanoseconds as written (ts are relative to it)
 
 
 def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
@@ -157,7 +159,7 @@ def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
         SourceColumns(args={c: [] for c in field_map()["args"]}), [])
     trace = KinetoTrace(path, events, info.event_count, info.device_properties,
                         info.distributed_info, info.display_time_unit,
-                        sink.anomalies + info.anomalies, info.truncated)
+                        sink.anomalies + info.anomalies, info.truncated, info.base_time_ns)
     return trace
 
 
@@ -208,6 +210,7 @@ class TraceInfo:
     display_time_unit: str | None
     anomalies: list[Anomaly]  # about the document as a whole (header, time unit, cut)
     truncated: bool = False
+    base_time_ns: Any = None  # baseTimeNanoseconds as written; None when absent
 
 
 def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
@@ -252,7 +255,7 @@ def _stream_whole(path: Path, sink: SliceSink) -> TraceInfo:
     whole = _read_whole(path, read_all(path))
     sink.batch(whole.events, [], 0)  # with_phase only decides about streamed bare arrays
     return TraceInfo(whole.event_count, whole.device_properties, whole.distributed_info,
-                     whole.display_time_unit, whole.anomalies)
+                     whole.display_time_unit, whole.anomalies, base_time_ns=whole.base_time_ns)
 
 
 @dataclass
@@ -376,21 +379,29 @@ def _replace_invalid_utf8(text: SliceText | memoryview, offset: int, exc: Unicod
     return bytes(text).decode("utf-8", "replace").encode("utf-8")
 
 
-def _header_fields(path: Path, header: bytes | None, anomalies: list[Anomaly]
-                   ) -> tuple[Any, Any, Any]:
-    """(deviceProperties, distributedInfo, displayTimeUnit) of the object around the events.
+Header = tuple[Any, Any, Any, Any]
+NO_HEADER: Header = (None, None, None, None)
+
+
+def _header_of(doc: dict[str, Any]) -> Header:
+    """(deviceProperties, distributedInfo, displayTimeUnit, baseTimeNanoseconds): the keys
+    read from the object around the events (Kineto writes the last one after them)."""
+    return (doc.get("deviceProperties"), doc.get("distributedInfo"),
+            doc.get("displayTimeUnit"), doc.get("baseTimeNanoseconds"))
+
+
+def _header_fields(path: Path, header: bytes | None, anomalies: list[Anomaly]) -> Header:
+    """The header (_header_of) of the object around the events.
 
     Bytes that are not UTF-8 (in a key or a value) are replaced and flagged, as in events.
     """
     if not header:
-        return (None, None, None)
+        return NO_HEADER
     try:
         doc = msgspec.json.decode(header)
     except UnicodeDecodeError as exc:
         doc = msgspec.json.decode(_replace_invalid_utf8(header, 0, exc, anomalies))
-    if not isinstance(doc, dict):
-        return (None, None, None)
-    return (doc.get("deviceProperties"), doc.get("distributedInfo"), doc.get("displayTimeUnit"))
+    return _header_of(doc) if isinstance(doc, dict) else NO_HEADER
 
 
 def _read_whole(path: Path, data: bytes) -> KinetoTrace:
@@ -411,8 +422,8 @@ def _read_whole(path: Path, data: bytes) -> KinetoTrace:
     except msgspec.DecodeError as exc:
         raise _decode_error(path, data, exc) from None
     events = doc if isinstance(doc, list) else doc.traceEvents
-    header = (None, None, None) if isinstance(doc, list) else (
-        doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit)
+    header = NO_HEADER if isinstance(doc, list) else (
+        doc.deviceProperties, doc.distributedInfo, doc.displayTimeUnit, doc.baseTimeNanoseconds)
     found: list[Anomaly] = []
     table = _batch(_typed_columns(events, 0), found)
     return _finish(path, table, len(events), header, found)
@@ -546,15 +557,15 @@ def _append_common(cols: SourceColumns, i: int, ph: Any, cat: Any, name: Any, pi
     cols.tid.append(None if tid is None else str(tid))
 
 
-def _finish(path: Path, events: pa.Table, count: int, header: tuple[Any, Any, Any],
+def _finish(path: Path, events: pa.Table, count: int, header: Header,
             anomalies: list[Anomaly]) -> KinetoTrace:
     info = _info(count, header, anomalies)
     return KinetoTrace(path, events, count, info.device_properties, info.distributed_info,
-                       info.display_time_unit, info.anomalies)
+                       info.display_time_unit, info.anomalies, base_time_ns=info.base_time_ns)
 
 
-def _info(count: int, header: tuple[Any, Any, Any], anomalies: list[Anomaly]) -> TraceInfo:
-    props, dist, unit = header
+def _info(count: int, header: Header, anomalies: list[Anomaly]) -> TraceInfo:
+    props, dist, unit, base_time = header
     props_list = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     dist_info = dist if isinstance(dist, dict) else None
     known = field_map()["known_display_time_units"]["units"]
@@ -563,15 +574,14 @@ def _info(count: int, header: tuple[Any, Any, Any], anomalies: list[Anomaly]) ->
                           f"displayTimeUnit {unit!r} is not one of {known}; ts/dur read as µs "
                           "(the Chrome trace format's unit whatever the display unit)"))
     return TraceInfo(count, props_list, dist_info, unit if isinstance(unit, str) else None,
-                     anomalies)
+                     anomalies, base_time_ns=base_time)
 
 
 # ---- lenient path: any JSON shape, every oddity recorded ------------------------------
 
 def _read_lenient(path: Path, doc: Any) -> KinetoTrace:
     events = _events_of(path, doc)
-    header = (doc.get("deviceProperties"), doc.get("distributedInfo"),
-              doc.get("displayTimeUnit")) if isinstance(doc, dict) else (None, None, None)
+    header = _header_of(doc) if isinstance(doc, dict) else NO_HEADER
     anomalies: list[Anomaly] = []
     table = _batch(_lenient_columns(events, 0, anomalies), anomalies)
     return _finish(path, table, len(events), header, anomalies)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from etl.errors import InputError
+from etl.extract.monitor import SMI_ROW, SMI_TIME
 from etl.extract.monitor.frame import Frame, MetricColumn, anomaly_table, field_maps, to_table
 from etl.extract.registry import Format, formats
 
@@ -34,7 +35,7 @@ def read_samples(files: list[Path], dims: dict[str, Any], first_source_id: int) 
     tables, found, sources = [], [], []
     for i, path in enumerate(files):
         source_id = first_source_id + i
-        fmt, frames = read_file(path)
+        fmt, frames = read_file(path, dims.get("nvidia_smi_query"))
         what = path.name
         for frame in frames:
             tables.append(to_table(frame, source_id, dims.get("timezone"), what))
@@ -54,7 +55,7 @@ PARSERS = {"nvidia_smi_csv": "parse_smi_csv", "nvidia_smi_dmon": "parse_dmon",
            "dcgmi_dmon": "parse_dcgmi", "dcgm_prometheus": "parse_prometheus"}
 
 
-def read_file(path: Path) -> tuple[Format, list[Frame]]:
+def read_file(path: Path, smi_query: str | None = None) -> tuple[Format, list[Frame]]:
     data = path.read_bytes()
     fmt = next((f for f in formats() if f.family == "monitor" and f.sniff(data[:65536])), None)
     if fmt is None:
@@ -63,7 +64,7 @@ def read_file(path: Path) -> tuple[Format, list[Frame]]:
     nul = data.count(b"\0")
     data = data.replace(b"\0", b"")
     parser = globals()[PARSERS[fmt.name]]
-    frames: list[Frame] = (parser(data) if fmt.name == "nvidia_smi_csv"
+    frames: list[Frame] = (parser(data, smi_query) if fmt.name == "nvidia_smi_csv"
                            else parser(data.decode("utf-8", errors="replace")))
     if nul and frames:
         frames[0].anomalies.append(("nul_bytes", f"{path.name}: {nul} NUL byte(s) removed "
@@ -92,23 +93,75 @@ _TIME_TEXT = (r"^\s*[0-9]{4}[-/][0-9]{2}[-/][0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{
               r"(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?\s*$")
 
 
-def parse_smi_csv(data: bytes) -> list[Frame]:
-    """nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] with a header line.
+Fields = list[tuple[str, str | None]]
+
+
+def parse_smi_csv(data: bytes, query: str | None = None) -> list[Frame]:
+    """nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]: named by its header
+    line, else (noheader) by `query`, run.toml's nvidia_smi_query (_headerless).
 
     Column-wise (pyarrow.csv, then compute): a day of 1 s samples of 8 GPUs is 700 k rows.
     Repeated header lines are removed as bytes; rows without the header's field count are
     skipped by the CSV reader's invalid-row handler, rows whose time is garbled after it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     data = data.replace(b"\r\n", b"\n")
-    start, header = _smi_header(data)
+    found = _smi_header(data)
+    if found is None:
+        return [_headerless(data, query)]
+    start, header = found
     fields = _header_fields(header.decode("utf-8", "replace")) or []
     body = b"\n" + data[start + len(header):].lstrip(b"\n") + b"\n"
     repeated = 0
-    while (found := body.count(b"\n" + header + b"\n")):
-        repeated += found
+    while (count := body.count(b"\n" + header + b"\n")):
+        repeated += count
         body = body.replace(b"\n" + header + b"\n", b"\n")
+    frame = _smi_rows(body, fields, data[:start].count(b"\n"), "the CSV header")
+    if repeated:
+        frame.anomalies.append(("header_repeated", f"the header is repeated {repeated} "
+                                "time(s) (kept: one header per row is a common loop)"))
+    if query is not None and [n for n, _ in fields] != _query_names(query):
+        frame.anomalies.append(("nvidia_smi_query_ignored", "the log's header names its "
+                                "fields; run.toml nvidia_smi_query, which differs, is not used"))
+    return [frame]
+
+
+def _headerless(data: bytes, query: str | None) -> Frame:
+    """A noheader log: its fields are named by run.toml nvidia_smi_query when that names
+    as many fields as the first row has; else kept as field_1..field_N (the column of
+    nvidia-smi timestamps as `timestamp`, so that samples keep their time), flagged."""
+    first = SMI_ROW.search(data)
+    if first is None:  # no row at all (the sniffed one was torn): read_samples refuses it
+        return Frame("nvidia-smi", "nvidia_smi", [], [])
+    row = first.group(0).split(b", ")
+    names = _query_names(query) if query is not None else []
+    unnamed = len(names) != len(row)
+    if unnamed:
+        names = ["timestamp" if SMI_TIME.match(v) else f"field_{i + 1}"
+                 for i, v in enumerate(row)]
+    frame = _smi_rows(b"\n" + data[first.start():] + b"\n", [(n, None) for n in names],
+                      data[:first.start()].count(b"\n"), "the first row")
+    if unnamed:
+        frame.anomalies.append(("fields_unnamed", _unnamed_detail(query, len(row))))
+    return frame
+
+
+def _query_names(query: str) -> list[str]:
+    return [name.strip() for name in query.split(",") if name.strip()]
+
+
+def _unnamed_detail(query: str | None, width: int) -> str:
+    given = ("run.toml has no nvidia_smi_query" if query is None else
+             f"run.toml nvidia_smi_query names {len(_query_names(query))} fields")
+    return (f"a log written with --format=csv,noheader has no field names and {given}: its "
+            f"{width} fields are kept as field_1..field_{width} (the timestamp recognised); "
+            "set nvidia_smi_query in run.toml to the --query-gpu list the log was written "
+            "with (e.g. nvidia_smi_query = \"timestamp,index,utilization.gpu\")")
+
+
+def _smi_rows(body: bytes, fields: Fields, preamble: int, start: str) -> Frame:
+    """The frame of the rows in `body` (header lines removed), with their anomalies."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     table, torn = _read_csv(body, len(fields))
     names = [name for name, _ in fields]
     if "timestamp" in names and table.num_rows:
@@ -117,28 +170,25 @@ def parse_smi_csv(data: bytes) -> list[Frame]:
         torn += table.num_rows - (pc.sum(good.cast(pa.int64())).as_py() or 0)
         table = table.filter(good)
     frame = _smi_frame(fields, table)
-    preamble = data[:start].count(b"\n")
     if preamble:
-        frame.anomalies.append(("preamble_skipped", f"{preamble} line(s) before the CSV header "
+        frame.anomalies.append(("preamble_skipped", f"{preamble} line(s) before {start} "
                                 "skipped (nvidia-smi's default table, or notes)"))
     if torn:
-        frame.anomalies.append(("torn_rows", f"{torn} row(s) without the header's "
-                                f"{len(fields)} fields or with a garbled time skipped (torn "
-                                "by two writers or cut short)"))
-    if repeated:
-        frame.anomalies.append(("header_repeated", f"the header is repeated {repeated} "
-                                "time(s) (kept: one header per row is a common loop)"))
-    return [frame]
+        frame.anomalies.append(("torn_rows", f"{torn} row(s) without the "
+                                f"{len(fields)} fields of {start} or with a garbled time "
+                                "skipped (torn by two writers or cut short)"))
+    return frame
 
 
-def _smi_header(data: bytes) -> tuple[int, bytes]:
-    """Byte offset and text of the first header line (in the first 64 KiB, as sniffed)."""
+def _smi_header(data: bytes) -> tuple[int, bytes] | None:
+    """Byte offset and text of the first header line (in the first 64 KiB, as sniffed);
+    None for a log written with noheader."""
     offset = 0
     for line in data[:65536].split(b"\n"):
         if _is_smi_header(_header_fields(line.decode("utf-8", "replace"))):
             return offset, line
         offset += len(line) + 1
-    raise ValueError("no header")  # unreachable: the format was sniffed by this header
+    return None
 
 
 def _read_csv(body: bytes, width: int) -> tuple[Any, int]:
