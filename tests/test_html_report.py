@@ -110,6 +110,16 @@ def test_per_iteration_and_cdf_tables_are_the_views(demo_warehouse: Path,
                            "kernel_name LIMIT 10")
 
 
+def test_amdahl_table_is_tc_amdahl_v2(demo_warehouse: Path, demo_report: Path) -> None:
+    page = [(r["run_name"], r["basis"], number(r["speedup_bound_k10_ratio"]))
+            for r in parse(demo_report).rows("tc_amdahl_v2")]
+    expected = sql(demo_warehouse, "SELECT run_name, basis, speedup_bound_k10_ratio FROM "
+                   "tc_amdahl_v2 ORDER BY run_name, rank, device_id")
+    assert page == expected
+    bases = {run: basis for run, basis, _ in page}
+    assert bases["resnet_amp_eager"] == "ncu" and bases["resnet_amp_ddp"] == "name_estimate"
+
+
 def test_violin_table_and_density_are_scipys(demo_warehouse: Path, demo_report: Path) -> None:
     from etl.html_report.sections import _violin
 
@@ -133,9 +143,16 @@ def test_sections_without_ncu_say_why(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert cli("report", "--warehouse", str(tmp_path / "wh"), "-o", str(out)).returncode == 0
     sections = parse(out).sections
-    for sid in ("fig5", "fig6", "fig7", "fig8", "amdahl"):
+    for sid in ("fig5", "fig6", "fig7", "fig8"):
         assert "No data: no ncu export in these runs" in sections[sid], sid
         assert "<svg>" not in sections[sid], sid
+    # Amdahl falls back on the kernel names ("k" is no tensor-core name: bound 1)
+    assert parse(out).rows("tc_amdahl_v2") == [{
+        "run_name": "plain", "rank": "", "device_id": "0", "iteration": "1",
+        "basis": "name_estimate", "non_tc_time_share": "1.0", "speedup_bound_k2_ratio": "1.0",
+        "speedup_bound_k10_ratio": "1.0", "speedup_bound_inf_ratio": "1.0",
+        "basis_note": "no ncu export in the run"}]
+    assert "marked '(names)'" in sections["amdahl"]
     assert "No data: no configuration of these runs has a batch size" in sections[
         "batch-scaling"]
     assert "no ncu export in this run" in sections["run-1"]

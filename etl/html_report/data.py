@@ -84,10 +84,11 @@ LAYER_LEVELS = ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_iss
 
 
 def layer_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    # pinned to v2: Fig. 7's columns are v2's; a newer version is taken up on purpose
     means = ", ".join(f"time_weighted_mean_{x}" for x in LAYER_LEVELS)
     return rows(con, "SELECT coalesce(layer, '(no layer)') || ' / ' || coalesce(op_name, "
                 f"'(no op)') AS layer_op, kernel_count, gpu_time_ns, {means} FROM "
-                "layer_utilization WHERE run_name = ? ORDER BY gpu_time_ns DESC, layer_op "
+                "layer_utilization_v2 WHERE run_name = ? ORDER BY gpu_time_ns DESC, layer_op "
                 "LIMIT ?", [run, limit])
 
 
@@ -136,11 +137,14 @@ def anomalies(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
                 "GROUP BY a.kind ORDER BY anomaly_count DESC, a.kind", [run])
 
 
+AMDAHL = "tc_amdahl_v2"  # pinned: v2 falls back on the name-based estimate without ncu
+
+
 def amdahl(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
     return rows(con, "SELECT run_name, rank, device_id, iteration, basis, non_tc_time_share, "
-                "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio "
-                f"FROM tc_amdahl WHERE run_name IN {_in(runs)} ORDER BY run_name, rank, "
-                "device_id", runs)
+                "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio, "
+                f"basis_note FROM {AMDAHL} WHERE run_name IN {_in(runs)} ORDER BY run_name, "
+                "rank, device_id", runs)
 
 
 def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:

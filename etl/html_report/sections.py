@@ -197,17 +197,24 @@ def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
 
 def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Amdahl's law: speed-up bound if only tensor-core kernels got faster"
-    if not data.has_relation(con, "tc_amdahl"):
-        return Section("amdahl", title, empty="no tc_amdahl view in this warehouse")
+    if not data.has_relation(con, data.AMDAHL):
+        return Section("amdahl", title, empty=f"no {data.AMDAHL} view in this warehouse")
     rows = data.amdahl(con, runs)
     if not rows:
-        return Section("amdahl", title, empty="no ncu export in these runs (tc_amdahl needs "
-                       "the tensor-core counters of matched kernels)")
-    labels = [_device_label(r, rows) for r in rows]
+        return Section("amdahl", title, empty="no kernel of these runs is typed (runs "
+                       "ingested before kernel types: ingest them again) or matched to ncu")
+    labels = [_device_label(r, rows) + ("" if r["basis"] == "ncu" else " (names)")
+              for r in rows]
     series = [svg.Series(f"k = {k}", [r[f"speedup_bound_{k}_ratio"] for r in rows])
               for k in ("k2", "k10", "inf")]
     chart = svg.bar_chart(title, labels, series, "iteration speed-up bound (×)", "run")
-    return Section("amdahl", title, [Figure(title, Table.of("tc_amdahl", rows), chart)])
+    estimated = sorted({r["run_name"] for r in rows if r["basis"] != "ncu"})
+    note = ("Basis 'ncu': tensor-core kernels are the matched kernels with tc_issue_util > 0."
+            + (f" Estimated from kernel names (basis 'name_estimate', marked '(names)'; "
+               f"names hide some tensor-core kernels, so the bound may be too low): {', '.join(estimated)}."
+               if estimated else ""))
+    return Section("amdahl", title, [Figure(title, Table.of(data.AMDAHL, rows), chart,
+                                            note)])
 
 
 def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
