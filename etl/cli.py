@@ -568,8 +568,8 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 
 
 @main.command()
-@click.argument("run_a")
-@click.argument("run_b")
+@click.argument("side_a", metavar="A")
+@click.argument("side_b", metavar="B")
 @warehouse_option
 @click.option("--by", type=click.Choice(["op", "layer", "kernel", "kernel_type"]), default="op",
               show_default=True, help="What the GPU-time changes are grouped by.")
@@ -578,29 +578,39 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format (csv and json: every column, full "
               "precision, one row per quantity with its part).")
-def compare(run_a: str, run_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
-    """Compare two runs: window, busy, gpu_util, throughput and the four levels side by
-    side, then the ops (layers, kernels) whose GPU time changed most.
+def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
+    """Compare two runs, or two groups of repeated runs: window, busy, gpu_util,
+    throughput and the four levels side by side, then the ops (layers, kernels) whose GPU
+    time changed most.
 
-    Each steady iteration (run_summary's selected one and later, every rank) is a sample:
-    means, B - A, B / A, a 95% interval of B - A and Welch's t-test; `within noise` when
-    p >= 0.05, `one sample` when a run has fewer than two.
+    A and B are each a run name, run names joined by commas (a1,a2,a3), or
+    repeat:<group>, the runs whose run.toml has tags = ["repeat:<group>"].
+
+    Two single runs: each steady iteration (run_summary's selected one and later, every
+    rank) is a sample. A side with several runs: each run is one sample, the mean of its
+    steady iterations (iterations of one run are not independent repeats). Then means,
+    B - A, B / A, a 95% interval of B - A and Welch's t-test; `within noise` when
+    p >= 0.05, `one sample` when a side has fewer than two samples.
 
     \b
     Example:
       etl compare resnet_fp32_eager resnet_amp_eager
       etl compare resnet_fp32_eager resnet_amp_eager --by kernel --format csv
+      etl compare repeat:fp32 repeat:amp
+      etl compare fp32_a,fp32_b,fp32_c amp_a,amp_b,amp_c
     """
     from etl import report
     from etl.compare import COLUMNS, compare as compare_runs
 
-    rows = compare_runs(warehouse_dir, run_a, run_b, by, top)
+    rows = compare_runs(warehouse_dir, side_a, side_b, by, top)
     if fmt != "table":
         report.print_rows(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], fmt)
         return
     shown = ["metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "ratio", "diff_ci_low",
              "diff_ci_high", "p_value", "verdict"]
-    click.echo(f"A = {run_a}, B = {run_b}; ratio = B / A; 95% interval of B - A")
+    samples = rows[0]["samples"] if rows else "iterations"
+    click.echo(f"A = {side_a}, B = {side_b}; samples are {samples}; ratio = B / A; "
+               "95% interval of B - A")
     for part, title in (("summary", "runs"), (by, f"top {top} {by}s by change in GPU time")):
         click.echo(f"\n{title}:")
         picked = [tuple(_short_number(r[c]) for c in shown) for r in rows if r["part"] == part]
