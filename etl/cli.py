@@ -627,7 +627,8 @@ def _short_number(value: Any) -> Any:
 @click.option("--iteration", type=int, default=None,
               help="Only this iteration's host events, GPU activities and counter.")
 @click.option("--source", type=int, default=None,
-              help="The trace source (rank's file) to export; needed when the run has several.")
+              help="Only this trace source (rank's file); by default all of them, a run of "
+              "several ranks in one trace with a process per rank.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("trace.json"), show_default=True, help="JSON file to write.")
 def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: int | None,
@@ -636,11 +637,15 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
     chrome://tracing): host events and GPU activities as in the source, each matched
     kernel's ncu levels in its args, and a gpu_util counter per iteration.
 
-    `etl ingest` reads the file back to the same kernels and gpu_utilization.
+    `etl ingest` reads the file of one source back to the same kernels and gpu_utilization.
+    A run of several ranks is written as one trace with a process per rank's host and per
+    rank's GPU ("rank 1 GPU 0"); `etl.export_trace.split_merged` gives back the per-rank
+    files.
 
     \b
     Example:
       etl export-trace resnet_amp_eager -o amp.json
+      etl export-trace resnet_amp_ddp -o ddp.json
       etl export-trace resnet_amp_ddp --source 1 --iteration 3 -o rank1-step3.json
     """
     from etl.export_trace import export_trace as export
