@@ -568,8 +568,8 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 
 
 @main.command()
-@click.argument("run_a")
-@click.argument("run_b")
+@click.argument("side_a", metavar="A")
+@click.argument("side_b", metavar="B")
 @warehouse_option
 @click.option("--by", type=click.Choice(["op", "layer", "kernel", "kernel_type"]), default="op",
               show_default=True, help="What the GPU-time changes are grouped by.")
@@ -578,29 +578,39 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format (csv and json: every column, full "
               "precision, one row per quantity with its part).")
-def compare(run_a: str, run_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
-    """Compare two runs: window, busy, gpu_util, throughput and the four levels side by
-    side, then the ops (layers, kernels) whose GPU time changed most.
+def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
+    """Compare two runs, or two groups of repeated runs: window, busy, gpu_util,
+    throughput and the four levels side by side, then the ops (layers, kernels) whose GPU
+    time changed most.
 
-    Each steady iteration (run_summary's selected one and later, every rank) is a sample:
-    means, B - A, B / A, a 95% interval of B - A and Welch's t-test; `within noise` when
-    p >= 0.05, `one sample` when a run has fewer than two.
+    A and B are each a run name, run names joined by commas (a1,a2,a3), or
+    repeat:<group>, the runs whose run.toml has tags = ["repeat:<group>"].
+
+    Two single runs: each steady iteration (run_summary's selected one and later, every
+    rank) is a sample. A side with several runs: each run is one sample, the mean of its
+    steady iterations (iterations of one run are not independent repeats). Then means,
+    B - A, B / A, a 95% interval of B - A and Welch's t-test; `within noise` when
+    p >= 0.05, `one sample` when a side has fewer than two samples.
 
     \b
     Example:
       etl compare resnet_fp32_eager resnet_amp_eager
       etl compare resnet_fp32_eager resnet_amp_eager --by kernel --format csv
+      etl compare repeat:fp32 repeat:amp
+      etl compare fp32_a,fp32_b,fp32_c amp_a,amp_b,amp_c
     """
     from etl import report
     from etl.compare import COLUMNS, compare as compare_runs
 
-    rows = compare_runs(warehouse_dir, run_a, run_b, by, top)
+    rows = compare_runs(warehouse_dir, side_a, side_b, by, top)
     if fmt != "table":
         report.print_rows(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], fmt)
         return
     shown = ["metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "ratio", "diff_ci_low",
              "diff_ci_high", "p_value", "verdict"]
-    click.echo(f"A = {run_a}, B = {run_b}; ratio = B / A; 95% interval of B - A")
+    samples = rows[0]["samples"] if rows else "iterations"
+    click.echo(f"A = {side_a}, B = {side_b}; samples are {samples}; ratio = B / A; "
+               "95% interval of B - A")
     for part, title in (("summary", "runs"), (by, f"top {top} {by}s by change in GPU time")):
         click.echo(f"\n{title}:")
         picked = [tuple(_short_number(r[c]) for c in shown) for r in rows if r["part"] == part]
@@ -617,7 +627,8 @@ def _short_number(value: Any) -> Any:
 @click.option("--iteration", type=int, default=None,
               help="Only this iteration's host events, GPU activities and counter.")
 @click.option("--source", type=int, default=None,
-              help="The trace source (rank's file) to export; needed when the run has several.")
+              help="Only this trace source (rank's file); by default all of them, a run of "
+              "several ranks in one trace with a process per rank.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("trace.json"), show_default=True, help="JSON file to write.")
 def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: int | None,
@@ -626,11 +637,15 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
     chrome://tracing): host events and GPU activities as in the source, each matched
     kernel's ncu levels in its args, and a gpu_util counter per iteration.
 
-    `etl ingest` reads the file back to the same kernels and gpu_utilization.
+    `etl ingest` reads the file of one source back to the same kernels and gpu_utilization.
+    A run of several ranks is written as one trace with a process per rank's host and per
+    rank's GPU ("rank 1 GPU 0"); `etl.export_trace.split_merged` gives back the per-rank
+    files.
 
     \b
     Example:
       etl export-trace resnet_amp_eager -o amp.json
+      etl export-trace resnet_amp_ddp -o ddp.json
       etl export-trace resnet_amp_ddp --source 1 --iteration 3 -o rank1-step3.json
     """
     from etl.export_trace import export_trace as export

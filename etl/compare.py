@@ -7,7 +7,20 @@ difference and Welch's t-test (scipy.stats.ttest_ind, unequal variances) are giv
 verdict is `changed` when p < 0.05, `within noise` otherwise, and `one sample` when a run
 has fewer than two iterations (no test is possible), `no data` when one has none (no
 ncu export for the levels). The four levels come from
-run_utilization (one iteration per device): compared without a test.
+run_utilization (one value per device).
+
+A side may name several runs: repeats of one configuration. `A` and `B` are each a run
+name, run names joined by commas (`r1,r2,r3`), or `repeat:<group>`, every run whose
+run.toml `tags` holds that exact tag. When a side has more than one run, the samples are
+runs on both sides: each run's value is the mean of its steady iterations (of its devices
+for the levels), and the mean, interval and Welch test are over those per-run values, since
+iterations of one run are not independent repeats of the experiment. The `samples` column
+says which (`iterations` or `runs`).
+
+    pooling (A = repeat:base: runs a1, a2; metric window_ns):
+      a1 steady iterations: 100, 102, 98 us  -> a1: 100 us
+      a2 steady iterations: 110, 110 us      -> a2: 110 us
+      → A: samples [100, 110] us, n_a = 2, mean_a = 105 us
 
     before/after of the grouping (--by op):
       kernels of run A, iteration 2: aten::conv2d 3 ms, aten::relu 1 ms
@@ -30,7 +43,10 @@ ALPHA = 0.05
 GROUPINGS = {"op": "coalesce(k.op_name, '(no op)')", "layer": "coalesce(k.layer, '(no layer)')",
              "kernel": "k.name", "kernel_type": "k.kernel_type"}
 COLUMNS = ["part", "metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "diff", "ratio",
-           "diff_ci_low", "diff_ci_high", "p_value", "verdict"]
+           "diff_ci_low", "diff_ci_high", "p_value", "verdict", "samples"]
+REPEAT_PREFIX = "repeat:"
+SUMMARY_METRICS = (("window_ns", "ns"), ("busy_ns", "ns"), ("gpu_util", "0..1"),
+                   ("throughput_samples_per_s", "samples/s"))
 LEVELS = ("gpu_util", "smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util")
 # the steady iterations of each rank and device: run_summary's selected one and those after
 STEADY = """
@@ -82,42 +98,66 @@ def _constant(values: Sequence[float]) -> bool:
     return all(math.isclose(v, values[0], rel_tol=0, abs_tol=0) for v in values)
 
 
-def _row(part: str, metric: str, unit: str, a: Sequence[float], b: Sequence[float]
-         ) -> dict[str, Any]:
+def _row(part: str, metric: str, unit: str, a: Sequence[float], b: Sequence[float],
+         samples: str) -> dict[str, Any]:
     d = difference(a, b)
     return dict(zip(COLUMNS, [part, metric, unit, len(a), len(b), d.mean_a, d.mean_b, d.diff,
-                              d.ratio, d.ci_low, d.ci_high, d.p_value, d.verdict]))
+                              d.ratio, d.ci_low, d.ci_high, d.p_value, d.verdict, samples]))
 
 
-def summary(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str) -> list[dict[str, Any]]:
-    """Window, busy, gpu_util and throughput per iteration; the levels of run_utilization."""
-    samples = {run: con.execute(STEADY, [run]).fetchall() for run in (run_a, run_b)}
-    out = []
-    for column, (metric, unit) in enumerate((("window_ns", "ns"), ("busy_ns", "ns"),
-                                             ("gpu_util", "0..1"),
-                                             ("throughput_samples_per_s", "samples/s")), 4):
-        a, b = ([float(r[column]) for r in samples[run] if r[column] is not None]
-                for run in (run_a, run_b))
-        out.append(_row("summary", metric, unit, a, b))
-    for level in LEVELS[1:]:
-        a, b = ([v for (v,) in con.execute(f"SELECT {level} FROM run_utilization WHERE "
-                                            f"run_name = ? AND {level} IS NOT NULL",
-                                            [run]).fetchall()] for run in (run_a, run_b))
-        out.append(_row("summary", level, "0..1", a, b))
+Samples = dict[str, list[float]]  # metric or group -> the samples of one run
+
+
+def _pooled(per_run: Sequence[Samples], by_run: bool) -> Samples:
+    """One side's samples: a run's own, or with `by_run` one value per run (the mean of
+    that run's samples; a run without any gives none)."""
+    out: Samples = {}
+    for run in per_run:
+        for key, values in run.items():
+            pooled = [sum(values) / len(values)] if by_run and values else values
+            out.setdefault(key, []).extend(pooled)
     return out
 
 
-def changes(con: duckdb.DuckDBPyConnection, run_a: str, run_b: str, by: str, top: int
+def _run_summary(con: duckdb.DuckDBPyConnection, run: str) -> Samples:
+    """Window, busy, gpu_util and throughput per steady iteration; levels per device."""
+    steady = con.execute(STEADY, [run]).fetchall()
+    out = {metric: [float(r[column]) for r in steady if r[column] is not None]
+           for column, (metric, _) in enumerate(SUMMARY_METRICS, 4)}
+    for level in LEVELS[1:]:
+        out[level] = [v for (v,) in con.execute(
+            f"SELECT {level} FROM run_utilization WHERE run_name = ? AND {level} IS NOT NULL",
+            [run]).fetchall()]
+    return out
+
+
+def summary(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Sequence[str]
             ) -> list[dict[str, Any]]:
+    """Window, busy, gpu_util and throughput per iteration; the levels of run_utilization."""
+    by_run = len(runs_a) > 1 or len(runs_b) > 1
+    a, b = (_pooled([_run_summary(con, r) for r in runs], by_run) for runs in (runs_a, runs_b))
+    units = dict(SUMMARY_METRICS) | {level: "0..1" for level in LEVELS[1:]}
+    return [_row("summary", metric, unit, a[metric], b[metric], _unit(by_run))
+            for metric, unit in units.items()]
+
+
+def _unit(by_run: bool) -> str:
+    return "runs" if by_run else "iterations"
+
+
+def changes(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Sequence[str],
+            by: str, top: int) -> list[dict[str, Any]]:
     """The `top` groups by |change| of mean GPU time per steady iteration (absent = 0 ns)."""
     if by == "kernel_type" and not _has_column(con, "kernels", "kernel_type"):
         raise EtlError("--by kernel_type: this warehouse's kernels have no kernel_type column "
                        "yet; use --by op, layer or kernel")
-    per_run = {run: _group_samples(con, run, GROUPINGS[by]) for run in (run_a, run_b)}
-    rows = []
-    for group in sorted(set(per_run[run_a][1]) | set(per_run[run_b][1])):
-        a, b = (_padded(per_run[run], group) for run in (run_a, run_b))
-        rows.append(_row(by, group, "ns per iteration", a, b))
+    by_run = len(runs_a) > 1 or len(runs_b) > 1
+    per_run = {r: _group_samples(con, r, GROUPINGS[by]) for r in {*runs_a, *runs_b}}
+    groups = sorted({g for _, found in per_run.values() for g in found})
+    a, b = (_pooled([{g: _padded(per_run[r], g) for g in groups} for r in runs], by_run)
+            for runs in (runs_a, runs_b))
+    rows = [_row(by, g, "ns per iteration", a.get(g, []), b.get(g, []), _unit(by_run))
+            for g in groups]
     rows.sort(key=lambda r: (-abs(r["diff"] or 0), r["metric"]))
     return rows[:top]
 
@@ -147,22 +187,38 @@ def _padded(run: tuple[list[tuple[int, Any]], dict[str, dict[tuple[int, Any], fl
     return [times.get(k, 0.0) for k in keys]
 
 
+def resolve_side(con: duckdb.DuckDBPyConnection, side: str) -> list[str]:
+    """The runs a side names: `run`, `r1,r2,...` or `repeat:<group>` (a run.toml tag)."""
+    if side.startswith(REPEAT_PREFIX):
+        runs = [n for (n,) in con.execute("SELECT run_name FROM runs WHERE list_contains("
+                                          "tags, ?) ORDER BY run_name", [side]).fetchall()]
+        if not runs:
+            raise EtlError(f"no run is tagged {side!r}; add tags = [\"{side}\"] to the "
+                           "run.toml of each repeat and ingest again, or name the runs "
+                           "joined by commas")
+        return runs
+    names = [n.strip() for n in side.split(",") if n.strip()]
+    known = {n for (n,) in con.execute("SELECT run_name FROM runs").fetchall()}
+    missing = [n for n in names if n not in known]
+    if missing or not names:
+        raise EtlError(f"no run named {', '.join(missing) or repr(side)} in the warehouse; "
+                       "`etl runs` lists them")
+    return names
+
+
 def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     return column in [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
 
 
-def compare(warehouse: Any, run_a: str, run_b: str, by: str = "op", top: int = 20
+def compare(warehouse: Any, side_a: str, side_b: str, by: str = "op", top: int = 20
             ) -> list[dict[str, Any]]:
-    """Summary rows then the top changed groups, every row with the columns COLUMNS."""
+    """Summary rows then the top changed groups, every row with the columns COLUMNS.
+    Each side is a run, runs joined by commas, or `repeat:<group>` (resolve_side)."""
     from etl.api import connect
 
     con = connect(warehouse)
     try:
-        known = {n for (n,) in con.execute("SELECT run_name FROM runs").fetchall()}
-        missing = [r for r in (run_a, run_b) if r not in known]
-        if missing:
-            raise EtlError(f"no run named {', '.join(missing)} in the warehouse; `etl runs` "
-                           "lists them")
-        return summary(con, run_a, run_b) + changes(con, run_a, run_b, by, top)
+        runs_a, runs_b = resolve_side(con, side_a), resolve_side(con, side_b)
+        return summary(con, runs_a, runs_b) + changes(con, runs_a, runs_b, by, top)
     finally:
         con.close()

@@ -1,7 +1,9 @@
 """`etl export-trace RUN`: a run's timeline as Chrome trace JSON (Perfetto UI, chrome://tracing).
 
-One trace source (rank) per file, written as the PyTorch profiler writes it, so that
-`etl ingest` reads it back to the same kernels and the same gpu_utilization:
+One trace source (rank), chosen with --source or the run's only one, is written as the
+PyTorch profiler writes it, so that `etl ingest` reads it back to the same kernels and the
+same gpu_utilization (a run of several ranks: one trace, a process per rank's host and per
+rank's GPU, `write_merged`; `split_merged` gives back the per-rank files):
 - host events (complete events, `ph: X`) with their category, pid, tid, External id and
   correlation, as in the source;
 - GPU activities on pid = device, tid = stream, with device, stream, correlation, grid,
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -54,8 +57,15 @@ def _filter(iteration: int | None, alias: str) -> str:
     return "" if iteration is None else f" AND {alias}.iteration = {int(iteration)}"
 
 
+Place = Callable[[str, Any], Any]  # ("host" | "gpu", original pid or device) -> pid written
+
+
+def _same(_kind: str, value: Any) -> Any:
+    return value
+
+
 def _host_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
-                 iteration: int | None) -> Iterator[str]:
+                 iteration: int | None, place: Place = _same) -> Iterator[str]:
     cursor = con.execute(
         "SELECT category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id "
         f"FROM host_events AS h WHERE run_id = ? AND source_id = ?{_filter(iteration, 'h')} "
@@ -67,13 +77,13 @@ def _host_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
                 args["External id"] = external
             if correlation is not None:
                 args["correlation"] = correlation
-            fields = {"ph": "X", "cat": category, "name": name, "pid": _pid(pid),
+            fields = {"ph": "X", "cat": category, "name": name, "pid": place("host", _pid(pid)),
                       "tid": _pid(tid), "args": args}
             yield _event(fields, ts, dur if dur is not None else 0)
 
 
 def _gpu_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
-                iteration: int | None) -> Iterator[str]:
+                iteration: int | None, place: Place = _same) -> Iterator[str]:
     levels = ", ".join(f"u.{x}" for x in LEVELS)
     cursor = con.execute(
         "WITH u AS (SELECT * FROM kernel_utilization WHERE run_id = ? AND source_id = ? "
@@ -86,10 +96,10 @@ def _gpu_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
         "ORDER BY k.ts_ns, k.kernel_id", [run_id, source, run_id, source])
     while batch := cursor.fetchmany(BATCH):
         for row in batch:
-            yield _gpu_event(row)
+            yield _gpu_event(row, place)
 
 
-def _gpu_event(row: tuple[Any, ...]) -> str:
+def _gpu_event(row: tuple[Any, ...], place: Place) -> str:
     (kind, category, name, ts, dur, device, stream, correlation, external, gx, gy, gz,
      bx, by, bz, registers, shared, size, ncu_id, *levels) = row
     args: dict[str, Any] = {"device": device, "stream": stream, "correlation": correlation}
@@ -106,34 +116,36 @@ def _gpu_event(row: tuple[Any, ...]) -> str:
         args["ncu id"] = ncu_id
         args.update({f"ncu {x}": v for x, v in zip(LEVELS, levels) if v is not None})
     fields = {"ph": "X", "cat": category or KINETO_CATEGORY.get(kind, kind), "name": name,
-              "pid": device, "tid": stream, "args": args}
+              "pid": place("gpu", device), "tid": stream, "args": args}
     return _event(fields, ts, dur)
 
 
 def _counters(con: duckdb.DuckDBPyConnection, run_name: str, source: int,
-              iteration: int | None) -> Iterator[str]:
+              iteration: int | None, place: Place = _same) -> Iterator[str]:
     """gpu_util of each iteration from its window's start; 0 after the last window."""
     rows = con.execute(
         "SELECT device_id, iteration, window_start_ns, window_ns, gpu_util FROM "
         f"gpu_utilization AS g WHERE run_name = ? AND source_id = ?{_filter(iteration, 'g')} "
         "ORDER BY device_id, window_start_ns", [run_name, source]).fetchall()
     for i, (device, _it, start, window, util) in enumerate(rows):
-        yield _event({"ph": "C", "name": "gpu_util", "pid": device,
+        yield _event({"ph": "C", "name": "gpu_util", "pid": place("gpu", device),
                       "args": {"gpu_util": util if util is not None else 0}}, start, None)
         last = i + 1 == len(rows) or rows[i + 1][0] != device
         if last:
-            yield _event({"ph": "C", "name": "gpu_util", "pid": device,
+            yield _event({"ph": "C", "name": "gpu_util", "pid": place("gpu", device),
                           "args": {"gpu_util": 0}}, start + window, None)
 
 
-def _metadata(con: duckdb.DuckDBPyConnection, run_id: str, source: int) -> Iterator[str]:
+def _metadata(con: duckdb.DuckDBPyConnection, run_id: str, source: int, place: Place = _same,
+              prefix: str = "") -> Iterator[str]:
     for device, stream in con.execute(
             "SELECT DISTINCT device_id, stream_id FROM kernels WHERE run_id = ? AND "
             "source_id = ? AND device_id IS NOT NULL ORDER BY ALL", [run_id, source]
             ).fetchall():
-        yield json.dumps({"ph": "M", "name": "process_name", "pid": device,
-                          "args": {"name": f"GPU {device}"}})
-        yield json.dumps({"ph": "M", "name": "thread_name", "pid": device, "tid": stream,
+        pid = place("gpu", device)
+        yield json.dumps({"ph": "M", "name": "process_name", "pid": pid,
+                          "args": {"name": f"{prefix}GPU {device}"}})
+        yield json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": stream,
                           "args": {"name": f"stream {stream}"}})
 
 
@@ -163,7 +175,9 @@ def _header(con: duckdb.DuckDBPyConnection, run_id: str, source: int) -> dict[st
     return header
 
 
-def _source(con: duckdb.DuckDBPyConnection, run: str, source: int | None) -> tuple[str, int]:
+def _sources(con: duckdb.DuckDBPyConnection, run: str, source: int | None
+             ) -> tuple[str, list[int]]:
+    """The run's id and the trace sources to write: the chosen one, or all of them."""
     found = con.execute("SELECT run_id, [s.source_id FOR s IN sources IF s.role = 'trace'] "
                         "FROM runs WHERE run_name = ?", [run]).fetchone()
     if found is None:
@@ -171,24 +185,30 @@ def _source(con: duckdb.DuckDBPyConnection, run: str, source: int | None) -> tup
     run_id, traces = found
     if not traces:
         raise EtlError(f"run {run} has no trace source to export")
-    if source is None and len(traces) > 1:
-        raise EtlError(f"run {run} has {len(traces)} trace sources (ranks); choose one with "
-                       f"--source ({', '.join(map(str, sorted(traces)))})")
-    chosen = traces[0] if source is None else source
-    if chosen not in traces:
+    if source is not None and source not in traces:
         raise EtlError(f"run {run} has no trace source {source}; its sources: "
                        f"{', '.join(map(str, sorted(traces)))}")
-    return run_id, chosen
+    return run_id, sorted(traces) if source is None else [source]
+
+
+def _check_iteration(con: duckdb.DuckDBPyConnection, run: str, run_id: str,
+                     sources: list[int], iteration: int | None) -> None:
+    if iteration is not None and not con.execute(
+            "SELECT 1 FROM iterations WHERE run_id = ? AND list_contains(?, source_id) AND "
+            "iteration = ?", [run_id, sources, iteration]).fetchall():
+        raise EtlError(f"run {run} has no iteration {iteration}")
 
 
 def write_trace(con: duckdb.DuckDBPyConnection, run: str, out: IO[str],
                 iteration: int | None = None, source: int | None = None) -> int:
-    """Write the run's trace to `out`; the number of events written."""
-    run_id, source_id = _source(con, run, source)
-    if iteration is not None and not con.execute(
-            "SELECT 1 FROM iterations WHERE run_id = ? AND source_id = ? AND iteration = ?",
-            [run_id, source_id, iteration]).fetchall():
-        raise EtlError(f"run {run} has no iteration {iteration}")
+    """Write the run's trace to `out`; the number of events written. One trace source
+    (chosen, or the only one) is written as the profiler wrote it; several go into one
+    trace with a process per rank's host and per rank's GPU (`write_merged`)."""
+    run_id, sources = _sources(con, run, source)
+    _check_iteration(con, run, run_id, sources, iteration)
+    if len(sources) > 1:
+        return write_merged(con, run, run_id, sources, out, iteration)
+    [source_id] = sources
     header = json.dumps(_header(con, run_id, source_id))
     out.write(header[:-1] + ', "traceEvents": [\n')
     count = 0
@@ -201,6 +221,91 @@ def write_trace(con: duckdb.DuckDBPyConnection, run: str, out: IO[str],
             count += 1
     out.write("]}\n")
     return count
+
+
+@dataclass
+class Placement:
+    """The processes of a merged trace: each source's host pids and devices get their own
+    pid, numbered from 1 in order of first use, so that rank 0's GPU 0 and rank 1's GPU 0
+    are two processes."""
+    pids: dict[tuple[int, str, Any], int] = field(default_factory=dict)
+
+    def of(self, source: int) -> Place:
+        def place(kind: str, value: Any) -> int:
+            return self.pids.setdefault((source, kind, value), len(self.pids) + 1)
+        return place
+
+    def processes(self, source: int) -> dict[str, list[Any]]:
+        return {str(pid): [kind, value] for (s, kind, value), pid in self.pids.items()
+                if s == source}
+
+
+def _who(header: dict[str, Any], source: int) -> str:
+    rank = header.get("distributedInfo", {}).get("rank")
+    return f"rank {rank}" if rank is not None else f"source {source}"
+
+
+def write_merged(con: duckdb.DuckDBPyConnection, run: str, run_id: str, sources: list[int],
+                 out: IO[str], iteration: int | None = None) -> int:
+    """Every trace source of the run in one Chrome trace: a process per rank's host pid
+    ("rank 1 host pid 4242") and per rank's GPU ("rank 1 GPU 0"), ordered by rank. Each
+    source's own header and its pid map are kept in `etlSources`, so `split_merged` gives
+    back the per-rank files (that `etl ingest` reads, one file per rank)."""
+    placement = Placement()
+    headers = {s: _header(con, run_id, s) for s in sources}
+    out.write('{"schemaVersion": 1, "displayTimeUnit": "ns", "traceEvents": [\n')
+    count = 0
+    for s in sources:
+        place, who = placement.of(s), _who(headers[s], s)
+        for part in (_metadata(con, run_id, s, place, f"{who} "),
+                     _host_events(con, run_id, s, iteration, place),
+                     _gpu_events(con, run_id, s, iteration, place),
+                     _counters(con, run, s, iteration, place)):
+            for text in part:
+                out.write(("," if count else "") + text + "\n")
+                count += 1
+    for (s, kind, value), pid in placement.pids.items():
+        name = f"{_who(headers[s], s)} host pid {value}" if kind == "host" else None
+        for meta in ([{"name": "process_name", "args": {"name": name}}] if name else []) + [
+                {"name": "process_sort_index", "args": {"sort_index": pid}}]:
+            out.write("," + json.dumps({"ph": "M", "pid": pid, **meta}) + "\n")
+            count += 1
+    described = [{"source_id": s, "header": headers[s], "processes": placement.processes(s)}
+                 for s in sources]
+    out.write('], "etlSources": ' + json.dumps(described) + "}\n")
+    return count
+
+
+def split_merged(text: str) -> dict[int, str]:
+    """The per-source Chrome traces of a merged export (JSON text of each, by source_id):
+    each event back on its source's own pid; the merged trace's process names dropped.
+    Times stay exact decimals."""
+    from decimal import Decimal
+
+    doc = json.loads(text, parse_float=Decimal)
+    owner = {int(pid): (entry["source_id"], value) for entry in doc["etlSources"]
+             for pid, (_, value) in entry["processes"].items()}
+    events: dict[int, list[str]] = {e["source_id"]: [] for e in doc["etlSources"]}
+    for event in doc["traceEvents"]:
+        if event.get("ph") == "M" and event.get("name") != "thread_name":
+            continue
+        source, pid = owner[event["pid"]]
+        events[source].append(_json({**event, "pid": pid}))
+    return {e["source_id"]: _json(e["header"])[:-1] + ', "traceEvents": [\n'
+            + ",\n".join(events[e["source_id"]]) + "]}\n" for e in doc["etlSources"]}
+
+
+def _json(value: Any) -> str:
+    """JSON text with Decimal numbers written as they were read."""
+    from decimal import Decimal
+
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def export_trace(warehouse: str | os.PathLike[str], run: str, path: Path,

@@ -102,3 +102,81 @@ def test_compare_errors(demo_warehouse: Path) -> None:
     table = cli("compare", "resnet_fp32_eager", "resnet_amp_eager", "--by", "kernel",
                 "--top", "3", "--warehouse", str(demo_warehouse))
     assert table.returncode == 0 and "top 3 kernels by change in GPU time:" in table.stdout
+
+
+# Repeated runs pooled: each run is one sample, the mean of its steady iterations.
+# Step windows in us (all steady: each within 5% of its run's median); a kernel of half
+# the window in each, so gpu_util is 0.5 everywhere.
+REPEATS = {"a1": ("base", [98, 100, 102]), "a2": ("base", [110, 110, 110]),
+           "b1": ("new", [80, 80, 80]), "b2": ("new", [84, 84, 84]), "b3": ("new", [88, 88, 88])}
+
+
+@pytest.fixture(scope="module")
+def repeats(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.conftest import kernel, launch, step, write_trace
+
+    root = tmp_path_factory.mktemp("repeats")
+    for run, (group, windows_us) in REPEATS.items():
+        events = []
+        for i, window in enumerate(windows_us, 1):
+            start = (i - 1) * 1_000_000
+            events += [step(i, start, window * 1000), launch(i, start + 1_000),
+                       kernel(i, start + 2_000, window * 500)]
+        write_trace(root / "runs" / run / "t.json", events)
+        (root / "runs" / run / "run.toml").write_text(f'tags = ["repeat:{group}"]\n')
+    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
+    assert result.returncode == 0, result.stderr
+    return root / "wh"
+
+
+def welch_by_hand(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """(low, high, p) of B - A: Welch's standard error and Welch-Satterthwaite df; only
+    Student's t distribution is taken from scipy."""
+    from scipy.stats import t
+
+    def var(x: list[float]) -> float:
+        m = sum(x) / len(x)
+        return sum((v - m) ** 2 for v in x) / (len(x) - 1)
+
+    qa, qb = var(a) / len(a), var(b) / len(b)
+    se = math.sqrt(qa + qb)
+    df = (qa + qb) ** 2 / (qa ** 2 / (len(a) - 1) + qb ** 2 / (len(b) - 1))
+    diff = sum(b) / len(b) - sum(a) / len(a)
+    half = t.ppf(0.975, df) * se
+    return diff - half, diff + half, 2 * t.sf(abs(diff / se), df)
+
+
+def test_repeats_pool_one_value_per_run(repeats: Path) -> None:
+    rows = compare_json(repeats, "repeat:base", "repeat:new")
+    window = next(r for r in rows if r["metric"] == "window_ns")
+    a, b = [100_000.0, 110_000.0], [80_000.0, 84_000.0, 88_000.0]  # per-run means, ns
+    low, high, p = welch_by_hand(a, b)
+    assert (window["n_a"], window["n_b"], window["samples"]) == (2, 3, "runs")
+    assert (window["mean_a"], window["mean_b"]) == (105_000.0, 84_000.0)
+    assert window["diff"] == -21_000.0
+    assert window["diff_ci_low"] == pytest.approx(low, rel=1e-9)
+    assert window["diff_ci_high"] == pytest.approx(high, rel=1e-9)
+    assert window["p_value"] == pytest.approx(p, rel=1e-9)
+    util = next(r for r in rows if r["metric"] == "gpu_util")
+    assert (util["mean_a"], util["mean_b"], util["verdict"]) == (0.5, 0.5, "within noise")
+    [op] = [r for r in rows if r["part"] == "op"]  # "(no op)": half of each window
+    assert (op["n_a"], op["n_b"], op["mean_a"], op["mean_b"]) == (2, 3, 52_500.0, 42_000.0)
+
+
+def test_run_lists_equal_tags_and_single_runs_use_iterations(repeats: Path) -> None:
+    assert compare_json(repeats, "a1,a2", "b1, b2 ,b3") == compare_json(
+        repeats, "repeat:base", "repeat:new")
+    single = compare_json(repeats, "a1", "b1")
+    window = next(r for r in single if r["metric"] == "window_ns")
+    assert (window["n_a"], window["samples"], window["mean_a"]) == (3, "iterations", 100_000.0)
+    mixed = next(r for r in compare_json(repeats, "a1", "repeat:new")
+                 if r["metric"] == "window_ns")
+    assert (mixed["n_a"], mixed["n_b"], mixed["verdict"]) == (1, 3, "one sample")
+
+
+def test_unknown_repeat_group_names_the_fix(repeats: Path) -> None:
+    result = cli("compare", "repeat:nope", "a1", "--warehouse", str(repeats))
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: no run is tagged 'repeat:nope'; add tags = ")
+    missing = cli("compare", "a1,zz", "a2", "--warehouse", str(repeats))
+    assert missing.returncode == 1 and missing.stderr.startswith("error: no run named zz")

@@ -86,10 +86,42 @@ def test_one_iteration_of_one_rank(demo: Path) -> None:
         "ProfilerStep")] == ["ProfilerStep#3"]
 
 
+RANK_KERNELS = KERNELS.replace("SELECT kind", "SELECT rank, kind")
+RANK_UTIL = UTIL.replace("SELECT iteration", "SELECT rank, device_id, iteration")
+
+
+def test_several_ranks_in_one_trace_round_trip(demo: Path) -> None:
+    from etl.export_trace import split_merged
+
+    doc = export(demo, "resnet_amp_ddp", demo / "ddp" / "trace.json")
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted(names.values()) == ["rank 0 GPU 0", "rank 0 host pid 100",
+                                      "rank 1 GPU 0", "rank 1 host pid 100"]
+    gpu_pids = {n: p for p, n in names.items() if "GPU" in n}
+    kernels_on = {n: sum(e["ph"] == "X" and e["pid"] == p and e.get("cat") == "kernel"
+                         for e in doc["traceEvents"]) for n, p in gpu_pids.items()}
+    per_rank = fetch(demo / "wh", "SELECT rank, count(*) FROM kernels JOIN runs USING "
+                     "(run_id) WHERE run_name = ? AND kind = 'kernel' GROUP BY rank ORDER BY "
+                     "rank", "resnet_amp_ddp")
+    assert [(int(n.split()[1]), count) for n, count in sorted(kernels_on.items())] == per_rank
+    back = demo / "ddp_back" / "again"
+    back.mkdir(parents=True)
+    for source, text in split_merged((demo / "ddp" / "trace.json").read_text()).items():
+        (back / f"rank{source}.json").write_text(text)
+    ingest = cli("ingest", str(back), "--warehouse", str(demo / "wh3"))
+    assert ingest.returncode == 0, ingest.stderr
+    original = fetch(demo / "wh", RANK_KERNELS, "resnet_amp_ddp")
+    assert len(original) == 550 and {r[0] for r in original} == {0, 1}
+    assert fetch(demo / "wh3", RANK_KERNELS, "again") == original
+    assert fetch(demo / "wh3", RANK_UTIL, "again") == fetch(demo / "wh", RANK_UTIL,
+                                                            "resnet_amp_ddp")
+
+
 def test_errors_name_the_fix(demo: Path) -> None:
-    several = cli("export-trace", "resnet_amp_ddp", "--warehouse", str(demo / "wh"), "-o",
-                  str(demo / "x.json"))
-    assert several.returncode == 1 and "choose one with --source (0, 1)" in several.stderr
+    unknown = cli("export-trace", "resnet_amp_ddp", "--source", "7", "--warehouse",
+                  str(demo / "wh"), "-o", str(demo / "x.json"))
+    assert unknown.returncode == 1 and "its sources: 0, 1" in unknown.stderr
     missing = cli("export-trace", "resnet_amp_eager", "--iteration", "9", "--warehouse",
                   str(demo / "wh"), "-o", str(demo / "x.json"))
     assert missing.returncode == 1 and "has no iteration 9" in missing.stderr

@@ -21,7 +21,9 @@ class Tables(HTMLParser):
         super().__init__()
         self.tables: list[tuple[str, list[dict[str, str]]]] = []
         self.sections: dict[str, str] = {}
+        self.figures: dict[str, str] = {}  # the text of every <figure id=...>
         self._section: str | None = None
+        self._figure: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         a = dict(attrs)
@@ -36,10 +38,22 @@ class Tables(HTMLParser):
             self.tables[-1][1][-1][a["data-column"] or ""] = a["data-value"] or ""
         elif tag == "svg" and self._section:
             self.sections[self._section] += "<svg>"
+            if self._figure:
+                self.figures[self._figure] += "<svg>"
+        if tag == "figure":
+            self._figure = a.get("id")
+            if self._figure:
+                self.figures[self._figure] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "figure":
+            self._figure = None
 
     def handle_data(self, data: str) -> None:
         if self._section:
             self.sections[self._section] += data
+        if self._figure:
+            self.figures[self._figure] += data
 
     def rows(self, source: str) -> list[dict[str, str]]:
         return [r for s, rows in self.tables if s == source for r in rows if r]
@@ -110,6 +124,54 @@ def test_per_iteration_and_cdf_tables_are_the_views(demo_warehouse: Path,
                            "kernel_name LIMIT 10")
 
 
+def test_amdahl_table_is_tc_amdahl_v2(demo_warehouse: Path, demo_report: Path) -> None:
+    page = [(r["run_name"], r["basis"], number(r["speedup_bound_k10_ratio"]))
+            for r in parse(demo_report).rows("tc_amdahl_v2")]
+    expected = sql(demo_warehouse, "SELECT run_name, basis, speedup_bound_k10_ratio FROM "
+                   "tc_amdahl_v2 ORDER BY run_name, rank, device_id")
+    assert page == expected
+    bases = {run: basis for run, basis, _ in page}
+    assert bases["resnet_amp_eager"] == "ncu" and bases["resnet_amp_ddp"] == "name_estimate"
+
+
+def figure_of(page: Tables, run: str, part: str) -> str:
+    index = [r["run_name"] for r in page.rows("runs")].index(run) + 1
+    return page.figures[f"run-{index}-{part}"]
+
+
+def test_memory_figure_is_gpu_utilization_v3(demo_warehouse: Path, demo_report: Path) -> None:
+    page = parse(demo_report)
+    shown = [(int(r["iteration"]), int(r["peak_allocated_bytes"]), number(r["peak_memory_share"]))
+             for r in page.rows("gpu_utilization_v3")]
+    expected = sql(demo_warehouse, "SELECT iteration, peak_allocated_bytes, peak_memory_share "
+                   "FROM gpu_utilization_v3 WHERE peak_allocated_bytes IS NOT NULL ORDER BY "
+                   "run_name, source_id, device_id, window_start_ns")
+    assert shown == expected and len(shown) == 32  # the eight TF runs, four steps each
+    assert "<svg>" in figure_of(page, "tf_bert_xla_b8", "memory")
+    pytorch = figure_of(page, "resnet_amp_eager", "memory")
+    assert "<svg>" not in pytorch and "no memory events in this run" in pytorch
+
+
+def test_instruments_figure_is_instrument_comparison(demo_warehouse: Path,
+                                                     demo_report: Path) -> None:
+    page = parse(demo_report)
+    shown = [(int(r["iteration"]), number(r["smi_gpu_util"]), number(r["dcgm_tensor_active_util"]))
+             for r in page.rows("instrument_comparison_v1") if "smi_gpu_util" in r]
+    expected = sql(demo_warehouse, "SELECT iteration, smi_gpu_util, dcgm_tensor_active_util "
+                   "FROM instrument_comparison_v1 WHERE run_name = 'resnet_amp_nsys' "
+                   "ORDER BY window_start_ns")
+    assert shown == expected and len(shown) == 5
+    [(smi, tensor)] = sql(demo_warehouse, "SELECT avg(smi_gpu_util), avg(dcgm_tensor_active_util)"
+                          " FROM instrument_comparison_v1 WHERE run_name = 'resnet_amp_nsys'")
+    nsys = figure_of(page, "resnet_amp_nsys", "instruments")
+    assert f"nvidia-smi util reads {smi:.1%} busy while DCGM TENSO has the tensor pipes " \
+           f"active {tensor:.1%}" in nsys and tensor < 0.05 < 0.95 < smi  # the paper's gap
+    assert "<svg>" in nsys and "Not shown: ncu: no ncu export matched" in nsys
+    tf = figure_of(page, "tf_bert_xla_b8", "instruments")
+    assert "<svg>" not in tf
+    assert "Not shown: nvidia-smi, DCGM, nsys: no samples in the run; ncu: no ncu" in tf
+
+
 def test_violin_table_and_density_are_scipys(demo_warehouse: Path, demo_report: Path) -> None:
     from etl.html_report.sections import _violin
 
@@ -133,9 +195,16 @@ def test_sections_without_ncu_say_why(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     assert cli("report", "--warehouse", str(tmp_path / "wh"), "-o", str(out)).returncode == 0
     sections = parse(out).sections
-    for sid in ("fig5", "fig6", "fig7", "fig8", "amdahl"):
+    for sid in ("fig5", "fig6", "fig7", "fig8"):
         assert "No data: no ncu export in these runs" in sections[sid], sid
         assert "<svg>" not in sections[sid], sid
+    # Amdahl falls back on the kernel names ("k" is no tensor-core name: bound 1)
+    assert parse(out).rows("tc_amdahl_v2") == [{
+        "run_name": "plain", "rank": "", "device_id": "0", "iteration": "1",
+        "basis": "name_estimate", "non_tc_time_share": "1.0", "speedup_bound_k2_ratio": "1.0",
+        "speedup_bound_k10_ratio": "1.0", "speedup_bound_inf_ratio": "1.0",
+        "basis_note": "no ncu export in the run"}]
+    assert "marked '(names)'" in sections["amdahl"]
     assert "No data: no configuration of these runs has a batch size" in sections[
         "batch-scaling"]
     assert "no ncu export in this run" in sections["run-1"]
@@ -175,10 +244,15 @@ def test_report_in_headless_chromium(demo_report: Path, tmp_path: Path) -> None:
         ids = [sections.nth(i).get_attribute("id") for i in range(sections.count())]
         for sid in ids:
             page.locator(f"section#{sid}").screenshot(path=str(shots / f"{sid}.png"))
+        # the per-run memory and instrument figures of a run that has each
+        new = ["run-3-instruments", "run-5-memory"]  # resnet_amp_nsys, tf_bert_eager_b16
+        for fid in new:
+            assert page.locator(f"figure#{fid} svg.chart").count() == 1, fid
+            page.locator(f"figure#{fid}").screenshot(path=str(shots / f"{fid}.png"))
     assert log.console_errors == []
     assert log.requests == [demo_report.resolve().as_uri()]
     assert ids[:7] == ["overview", "batch-scaling", "fig5", "fig6", "fig7", "fig8", "amdahl"]
-    assert sorted(p.name for p in shots.iterdir()) == sorted(f"{s}.png" for s in ids)
+    assert sorted(p.name for p in shots.iterdir()) == sorted(f"{s}.png" for s in ids + new)
     assert all(p.stat().st_size > 2000 for p in shots.iterdir())
     if os.environ.get("ETL_SCREENSHOT_DIR"):
         keep = Path(os.environ["ETL_SCREENSHOT_DIR"])

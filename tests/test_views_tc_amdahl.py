@@ -30,11 +30,12 @@ def test_amdahl_by_hand() -> None:
     assert amdahl(0.75, 10) == pytest.approx(1 / 0.325)
 
 
-def test_tc_amdahl_matches_kernels(demo_con) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("view", ["tc_amdahl_v1", "tc_amdahl_v2"])
+def test_tc_amdahl_matches_kernels(demo_con, view: str) -> None:  # type: ignore[no-untyped-def]
     rows = demo_con.execute(
         "SELECT run_name, iteration, window_ns, non_tc_time_share, tc_window_share, "
         "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio, basis "
-        "FROM tc_amdahl ORDER BY run_name").fetchall()
+        f"FROM {view} WHERE basis = 'ncu' ORDER BY run_name").fetchall()
     assert [r[0] for r in rows] == ["resnet_amp_eager", "resnet_fp32_eager"]  # ddp: no ncu
     for run, iteration, window, non_tc_share, p, k2, k10, kinf, basis in rows:
         kernels = demo_con.execute(
@@ -62,7 +63,7 @@ def test_tc_amdahl_agrees_with_fig8_at_zero(demo_con) -> None:  # type: ignore[n
         assert ours == pytest.approx(fig8, rel=1e-12)
 
 
-def test_no_ncu_no_row(tmp_path: Path) -> None:
+def test_no_ncu_no_row_in_v1_an_estimate_in_v2(tmp_path: Path) -> None:
     import etl
 
     write_trace(tmp_path / "runs" / "plain" / "t.json", [step(1, 0, 100_000), launch(1, 1_000),
@@ -70,5 +71,95 @@ def test_no_ncu_no_row(tmp_path: Path) -> None:
     assert cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh")
                ).returncode == 0
     con = etl.connect(tmp_path / "wh")
-    assert con.execute("SELECT count(*) FROM tc_amdahl").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM tc_amdahl_v1").fetchall() == [(0,)]
+    # v2 falls back on the kernel name: "k" is no tensor-core name
+    assert con.execute("SELECT basis, non_tc_time_share, speedup_bound_inf_ratio FROM "
+                       "tc_amdahl").fetchall() == [("name_estimate", 1.0, 1.0)]
     con.close()
+
+
+# tc_amdahl_v2 on a tiny run worked by hand: one step [0, 100 us] (the window), a cuBLAS
+# tensor-core GEMM (name estimate: true), an elementwise kernel (false), a triton kernel
+# whose name says nothing (false) and an NCCL all-reduce (tc_estimate NULL, non-tensor).
+TINY = [("ampere_h16816gemm_128x128_ldg8_nn", 10_000, 30_000),
+        ("vectorized_elementwise_kernel", 42_000, 10_000),
+        ("triton_poi_fused_mm_0", 55_000, 20_000),
+        ("ncclKernel_AllReduce_RING_LL_Sum_float", 80_000, 10_000)]
+# ncu's tensor-core issue ratio per kernel: the triton kernel does issue tensor instructions
+NCU_TC_ISSUE = [0.25, 0.0, 0.125, 0.0]
+NCU_METRICS = ["smsp__cycles_elapsed.sum", "smsp__cycles_active.sum", "smsp__inst_issued.sum",
+               "smsp__pipe_tensor_cycles_active.sum", "smsp__inst_executed_pipe_tensor.sum"]
+
+
+def tiny_trace(path: Path) -> None:
+    from tests.conftest import event
+
+    events = [step(1, 0, 100_000)]
+    for corr, (name, ts, dur) in enumerate(TINY, 1):
+        events.append(launch(corr, 1_000 * corr))
+        events.append(event(cat="kernel", name=name, ts=ts, dur=dur, pid=0, tid=7,
+                            correlation=corr, device=0, stream=7, grid=[8, 1, 1],
+                            block=[128, 1, 1]))
+    write_trace(path, events)
+
+
+def tiny_ncu(path: Path) -> None:
+    """A raw-page ncu CSV of the four kernels in launch order, elapsed 1000 cycles each."""
+    import csv
+
+    head = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context",
+            "Stream", "Block Size", "Grid Size", "Device", "CC",
+            "device__attribute_multiprocessor_count", *NCU_METRICS]
+    units = [""] * 12 + ["cycle", "cycle", "inst", "cycle", "inst"]
+    with open(path, "w", newline="") as fh:
+        fh.write("==PROF== Connected to process 1 (python)\n")
+        writer = csv.writer(fh, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        writer.writerows([head, units])
+        for i, ((name, _, _), tc) in enumerate(zip(TINY, NCU_TC_ISSUE)):
+            writer.writerow([i, 1, "python", "h", name, 1, 7, "(128, 1, 1)", "(8, 1, 1)", 0,
+                             "8.0", 108, 1000, 800, 400, 2000 * tc, 1000 * tc])
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    import etl
+
+    root = tmp_path_factory.mktemp("tiny_amdahl")
+    tiny_trace(root / "runs" / "names" / "t.json")
+    tiny_trace(root / "runs" / "measured" / "t.json")
+    tiny_ncu(root / "runs" / "measured" / "ncu.csv")
+    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
+    assert result.returncode == 0, result.stderr
+    con = etl.connect(root / "wh")
+    yield {run: dict(zip([d[0] for d in cursor.description], row))
+           for cursor in [con.execute("SELECT * FROM tc_amdahl_v2")]
+           for row in cursor.fetchall() for run in [row[1]]}
+    con.close()
+
+
+@pytest.mark.parametrize("run, basis, tc_ns, non_tc_ns", [
+    # names: only the GEMM is a tensor-core kernel; 10 + 20 + 10 us are not
+    ("names", "name_estimate", 30_000, 40_000),
+    # ncu: the GEMM and the triton kernel issue tensor instructions (0.25, 0.125 > 0)
+    ("measured", "ncu", 50_000, 20_000),
+])
+def test_tc_amdahl_v2_by_hand(tiny, run: str, basis: str, tc_ns: int,  # type: ignore[no-untyped-def]
+                              non_tc_ns: int) -> None:
+    row = tiny[run]
+    p = tc_ns / 100_000  # the window is the step's 100 us
+    assert (row["basis"], row["window_ns"], row["tc_ns"], row["non_tc_ns"]) == (
+        basis, 100_000, tc_ns, non_tc_ns)
+    assert row["non_tc_time_share"] == pytest.approx(non_tc_ns / 70_000, rel=1e-12)
+    assert row["tc_window_share"] == pytest.approx(p, rel=1e-12)
+    assert row["speedup_bound_k2_ratio"] == pytest.approx(1 / ((1 - p) + p / 2), rel=1e-12)
+    assert row["speedup_bound_k10_ratio"] == pytest.approx(1 / ((1 - p) + p / 10), rel=1e-12)
+    assert row["speedup_bound_inf_ratio"] == pytest.approx(1 / (1 - p), rel=1e-12)
+
+
+def test_tc_amdahl_v2_says_why_it_estimates(tiny) -> None:  # type: ignore[no-untyped-def]
+    assert tiny["names"]["basis_note"] == "no ncu export in the run"
+    assert tiny["names"]["matched_time_share"] is None
+    assert (tiny["names"]["tc_kernels"], tiny["names"]["non_tc_kernels"]) == (1, 3)
+    assert tiny["measured"]["basis_note"] is None
+    assert tiny["measured"]["matched_time_share"] == pytest.approx(1.0)
+    assert (tiny["measured"]["tc_kernels"], tiny["measured"]["non_tc_kernels"]) == (2, 2)

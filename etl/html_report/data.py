@@ -84,10 +84,11 @@ LAYER_LEVELS = ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_iss
 
 
 def layer_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    # pinned to v2: Fig. 7's columns are v2's; a newer version is taken up on purpose
     means = ", ".join(f"time_weighted_mean_{x}" for x in LAYER_LEVELS)
     return rows(con, "SELECT coalesce(layer, '(no layer)') || ' / ' || coalesce(op_name, "
                 f"'(no op)') AS layer_op, kernel_count, gpu_time_ns, {means} FROM "
-                "layer_utilization WHERE run_name = ? ORDER BY gpu_time_ns DESC, layer_op "
+                "layer_utilization_v2 WHERE run_name = ? ORDER BY gpu_time_ns DESC, layer_op "
                 "LIMIT ?", [run, limit])
 
 
@@ -136,11 +137,14 @@ def anomalies(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
                 "GROUP BY a.kind ORDER BY anomaly_count DESC, a.kind", [run])
 
 
+AMDAHL = "tc_amdahl_v2"  # pinned: v2 falls back on the name-based estimate without ncu
+
+
 def amdahl(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
     return rows(con, "SELECT run_name, rank, device_id, iteration, basis, non_tc_time_share, "
-                "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio "
-                f"FROM tc_amdahl WHERE run_name IN {_in(runs)} ORDER BY run_name, rank, "
-                "device_id", runs)
+                "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio, "
+                f"basis_note FROM {AMDAHL} WHERE run_name IN {_in(runs)} ORDER BY run_name, "
+                "rank, device_id", runs)
 
 
 def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
@@ -153,3 +157,37 @@ def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[R
                 "r.precision = b.precision AND r.batch_size = b.batch_size) "
                 "ORDER BY b.model, b.framework, b.exec_mode, b.precision, b.batch_size",
                 list(runs))
+
+
+def memory(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    return rows(con, "SELECT source_id, rank, device_id, iteration, peak_allocated_bytes, "
+                "peak_reserved_bytes, peak_memory_share, memory_status FROM "
+                "gpu_utilization_v3 WHERE run_name = ? ORDER BY source_id, device_id, "
+                "window_start_ns", [run])
+
+
+# instrument_comparison_v1's value columns in the order of the paper's levels, with labels
+INSTRUMENTS = {
+    "trace_gpu_util": "trace busy", "smi_gpu_util": "nvidia-smi util",
+    "dcgm_gr_engine_active_util": "DCGM GRACT", "dcgm_sm_active_util": "DCGM SMACT",
+    "dcgm_sm_occupancy_util": "DCGM SMOCC", "nsys_sm_active_util": "nsys SM active",
+    "ncu_smsp_active_util": "ncu SMSP active", "nsys_sm_issue_util": "nsys SM issue",
+    "ncu_issue_slot_util": "ncu issue slot", "dcgm_tensor_active_util": "DCGM TENSO",
+    "nsys_tensor_active_util": "nsys tensor active", "ncu_tc_active_util": "ncu tensor active"}
+
+
+def _reason_column(column: str) -> str:
+    if column.startswith("ncu_"):
+        return "ncu_reason"
+    if column == "trace_gpu_util":
+        return "CAST(NULL AS VARCHAR)"
+    return column.removesuffix("_util") + "_reason"
+
+
+def instruments(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    """instrument_comparison_v1's windows of the run: each value and, as `<column>_why`,
+    the view's reason when it is NULL."""
+    values = ", ".join(f"{c}, {_reason_column(c)} AS {c}_why" for c in INSTRUMENTS)
+    return rows(con, f"SELECT source_id, device_id, iteration, window_ns, {values} FROM "
+                "instrument_comparison_v1 WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
+                "device_id, window_start_ns", [run])

@@ -42,6 +42,7 @@ class Figure:
     table: Table
     chart: str = ""                   # inline SVG; empty for a table alone
     note: str = ""
+    id: str = ""                      # an anchor for the figures linked to (and screenshot)
 
 
 @dataclass
@@ -197,39 +198,52 @@ def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
 
 def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Amdahl's law: speed-up bound if only tensor-core kernels got faster"
-    if not data.has_relation(con, "tc_amdahl"):
-        return Section("amdahl", title, empty="no tc_amdahl view in this warehouse")
+    if not data.has_relation(con, data.AMDAHL):
+        return Section("amdahl", title, empty=f"no {data.AMDAHL} view in this warehouse")
     rows = data.amdahl(con, runs)
     if not rows:
-        return Section("amdahl", title, empty="no ncu export in these runs (tc_amdahl needs "
-                       "the tensor-core counters of matched kernels)")
-    labels = [_device_label(r, rows) for r in rows]
+        return Section("amdahl", title, empty="no kernel of these runs is typed (runs "
+                       "ingested before kernel types: ingest them again) or matched to ncu")
+    labels = [_device_label(r, rows) + ("" if r["basis"] == "ncu" else " (names)")
+              for r in rows]
     series = [svg.Series(f"k = {k}", [r[f"speedup_bound_{k}_ratio"] for r in rows])
               for k in ("k2", "k10", "inf")]
     chart = svg.bar_chart(title, labels, series, "iteration speed-up bound (×)", "run")
-    return Section("amdahl", title, [Figure(title, Table.of("tc_amdahl", rows), chart)])
+    estimated = sorted({r["run_name"] for r in rows if r["basis"] != "ncu"})
+    note = ("Basis 'ncu': tensor-core kernels are the matched kernels with tc_issue_util > 0."
+            + (f" Estimated from kernel names (basis 'name_estimate', marked '(names)'; "
+               "names hide some tensor-core kernels, so the bound may be too low): "
+               f"{', '.join(estimated)}."
+               if estimated else ""))
+    return Section("amdahl", title, [Figure(title, Table.of(data.AMDAHL, rows), chart,
+                                            note)])
 
 
 def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
     figures = [_busy_idle(con, run), _kind_breakdown(con, run)]
     figures += [_top_kernels(con, run), _top_ops(con, run), _coverage(con, run),
                 _anomalies(con, run)]
+    figures += [_memory(con, run, f"run-{index}-memory"),
+                _instruments(con, run, f"run-{index}-instruments")]
     for figure in figures:  # never a blank chart: a figure without rows says why
         if not figure.table.rows:
             figure.chart = ""
             figure.note = figure.note or "no rows: this run has no GPU activity of this kind"
-    return Section(f"run-{index}", f"Run {run}", figures,
-                   intro="Memory and monitor samples: not in this warehouse yet (their "
-                   "extractors have not landed), so they are not shown.")
+    return Section(f"run-{index}", f"Run {run}", figures)
+
+
+def _iteration_labels(rows: Sequence[data.Row]) -> list[str]:
+    """`it 3`, or `r1/d0 it 3` when the rows hold several ranks or devices."""
+    several = len({(r["source_id"], r["device_id"]) for r in rows}) > 1
+    return [(f"r{r['rank']}/d{r['device_id']} " if several else "")
+            + ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
+            for r in rows]
 
 
 def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     rows = data.iterations(con, run)
     title = f"{run}: busy and idle time per iteration"
-    several = len({(r["source_id"], r["device_id"]) for r in rows}) > 1
-    labels = [(f"r{r['rank']}/d{r['device_id']} " if several else "")
-              + ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
-              for r in rows]
+    labels = _iteration_labels(rows)
     series = [svg.Series("busy (a kernel running)", [r["busy_ns"] / 1e6 for r in rows]),
               svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]
     chart = svg.bar_chart(title, labels, series, "time (ms)", "iteration", stacked=True)
@@ -277,3 +291,106 @@ def _anomalies(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     title = f"{run}: anomalies"
     return Figure(title, Table.of("anomalies", rows),
                   note="" if rows else "no anomalies recorded for this run")
+
+
+MEMORY_STATUS = {
+    "no_memory_events": "no memory events in this run (PyTorch: profile with "
+                        "profile_memory=True; TensorFlow/JAX: the xplane's allocator events)",
+    "no_allocated_bytes": "the memory events carry no allocated bytes",
+}
+
+
+def _memory(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
+    rows = data.memory(con, run)
+    title = f"{run}: peak GPU memory per iteration"
+    measured = [r for r in rows if r["peak_allocated_bytes"] is not None]
+    if not measured:
+        statuses = sorted({r["memory_status"] for r in rows})
+        why = "; ".join(MEMORY_STATUS.get(s, s) for s in statuses) or "no iteration windows"
+        return Figure(title, Table.of("gpu_utilization_v3", []), note=why, id=anchor)
+    series = [svg.Series(f"peak {kind} (MiB)", [(r[f"peak_{kind}_bytes"] or 0) / 2**20
+                                                for r in measured])
+              for kind in ("allocated", "reserved")]
+    chart = svg.bar_chart(title, _iteration_labels(measured), series, "MiB", "iteration")
+    unknown = len(rows) - len(measured)
+    note = (f"peak_memory_share = peak allocated / the device's memory. {unknown} iteration(s)"
+            " without memory events are not drawn." if unknown else
+            "peak_memory_share = peak allocated / the device's memory.")
+    return Figure(title, Table.of("gpu_utilization_v3", rows), chart, note, anchor)
+
+
+TENSOR_INSTRUMENTS = ("dcgm_tensor_active_util", "nsys_tensor_active_util",
+                      "ncu_tc_active_util")
+BUSY_INSTRUMENTS = ("smi_gpu_util", "dcgm_gr_engine_active_util", "trace_gpu_util")
+
+
+def _instruments(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
+    rows = data.instruments(con, run)
+    title = f"{run}: instruments side by side (same windows)"
+    shown = [c for c in data.INSTRUMENTS if any(r[c] is not None for r in rows)]
+    hidden = _why_hidden(rows, [c for c in data.INSTRUMENTS if c not in shown])
+    table = Table.of("instrument_comparison_v1", rows,
+                     ["source_id", "device_id", "iteration", "window_ns", *shown])
+    monitors = [c for c in shown if c != "trace_gpu_util"]
+    if not rows or not monitors:
+        why = "no instrument but the trace has a value for this run's windows"
+        return Figure(title, table, note=f"{why}. {hidden}" if rows else
+                      "no iteration windows or monitor samples in this run", id=anchor)
+    series = [svg.Series(data.INSTRUMENTS[c], [r[c] for r in rows]) for c in shown]
+    labels = ["whole run" if r["source_id"] is None else
+              ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
+              for r in rows]
+    chart = svg.bar_chart(title, labels, series, "utilization (0..1)", "window", y_max=1.0)
+    return Figure(title, table, chart, " ".join(filter(None, [_gap(rows), hidden])), anchor)
+
+
+def _why_hidden(rows: Sequence[data.Row], columns: Sequence[str]) -> str:
+    """`Not shown: <instruments>: <reason>; ...`, grouped by the view's reason, a family
+    named once when none of its columns is shown for that reason."""
+    by_reason: dict[str, list[str]] = {}
+    for c in columns:
+        for reason in sorted({_general(r[f"{c}_why"]) for r in rows if r[f"{c}_why"]}):
+            by_reason.setdefault(reason, []).append(c)
+    return ("Not shown: " + "; ".join(f"{', '.join(_families(names))}: {reason}"
+                                      for reason, names in by_reason.items()) + "."
+            if by_reason else "")
+
+
+def _general(reason: str) -> str:
+    """`no dcgm sm_active samples in the run` → `no samples in the run` (the family is
+    named beside it)."""
+    import re
+
+    return re.sub(r"^no \S+ \S+ samples in the run$", "no samples in the run", reason)
+
+
+def _families(columns: Sequence[str]) -> list[str]:
+    names: list[str] = []
+    for c in columns:
+        family = data.INSTRUMENTS[c].split()[0]
+        whole = all(x in columns for x in data.INSTRUMENTS
+                    if data.INSTRUMENTS[x].split()[0] == family)
+        name = family if whole else data.INSTRUMENTS[c]
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _gap(rows: Sequence[data.Row]) -> str:
+    """The paper's gap: the busiest-looking instrument against the tensor pipes."""
+    busy = _first_mean(rows, BUSY_INSTRUMENTS)
+    tensor = _first_mean(rows, TENSOR_INSTRUMENTS)
+    if busy is None or tensor is None:
+        return ""
+    return (f"The gap the paper points at: {data.INSTRUMENTS[busy[0]]} reads {busy[1]:.1%} "
+            f"busy while {data.INSTRUMENTS[tensor[0]]} has the tensor pipes active "
+            f"{tensor[1]:.1%} of the time (means over the windows shown).")
+
+
+def _first_mean(rows: Sequence[data.Row], columns: Sequence[str]
+                ) -> tuple[str, float] | None:
+    for c in columns:
+        values = [r[c] for r in rows if r[c] is not None]
+        if values:
+            return c, sum(values) / len(values)
+    return None

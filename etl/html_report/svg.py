@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from html import escape
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
-           "#9c755f", "#bab0ac", "#ff9da7")
+           "#9c755f", "#bab0ac", "#ff9da7", "#86bcb6", "#d37295")
 WIDTH = 760
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 40, 60
 LEGEND_ROW = 18
@@ -52,25 +52,40 @@ def _fmt_tick(v: float) -> str:
 
 
 def _frame(title: str, height: int, body: list[str], legend: Sequence[str]) -> str:
+    places = _legend_places(legend)
+    wrapped = LEGEND_ROW * max((row for _, row in places), default=0)
+    height += wrapped  # the legend's extra rows go under the plot
     rows = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
             f'height="{height}" viewBox="0 0 {WIDTH} {height}" role="img" '
             f'aria-label="{escape(title)}" font-family="sans-serif">',
             f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
             _text(WIDTH / 2, 20, title, size=14, extra='font-weight="bold"')]
     rows += body
-    rows += _legend(legend, height)
+    rows += _legend(legend, places, height - 14 - wrapped)
     rows.append("</svg>")
     return "\n".join(rows)
 
 
-def _legend(names: Sequence[str], height: int) -> list[str]:
+def _legend_places(names: Sequence[str]) -> list[tuple[float, int]]:
+    """(x, row) of each legend entry: entries wrap to a new row at the right edge."""
+    places, x, row = [], float(LEFT), 0
+    for name in names:
+        width = 24 + 7 * len(name)
+        if x + width > WIDTH - RIGHT and x > LEFT:
+            x, row = float(LEFT), row + 1
+        places.append((x, row))
+        x += width
+    return places
+
+
+def _legend(names: Sequence[str], places: Sequence[tuple[float, int]], top: float
+            ) -> list[str]:
     out = ['<g class="legend">']
-    x, y = LEFT, height - 14
-    for i, name in enumerate(names):
-        out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
+    for i, (name, (x, row)) in enumerate(zip(names, places)):
+        y = top + row * LEGEND_ROW
+        out.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" '
                    f'fill="{PALETTE[i % len(PALETTE)]}"/>')
         out.append(_text(x + 14, y, name, anchor="start"))
-        x += 24 + 7 * len(name)
     out.append("</g>")
     return out
 
