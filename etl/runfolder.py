@@ -20,6 +20,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "synthetic": bool, "notes": str, "compute_capability": str,
     "ncu_iteration": int,  # the iteration the run's ncu export profiled
     "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
+    "step_pattern": str,  # regex of NVTX step ranges (nsys), group 1 the iteration number
 }
 
 
@@ -261,7 +262,23 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
         if key in doc and not 0 < doc[key] < (1 << 31):
             raise InputError(path, f"{key} must be positive (an integer below 2^31)",
                              f"key {key}", "fix the value")
+    if "step_pattern" in doc:
+        _check_step_pattern(path, doc["step_pattern"])
     return doc, text
+
+
+def _check_step_pattern(path: Path, pattern: str) -> None:
+    """A Python regex with a group for the iteration number (nsys NVTX step ranges)."""
+    import re
+
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        raise InputError(path, f"step_pattern is not a regular expression ({exc})",
+                         "key step_pattern", "fix the pattern, e.g. '^step (\\d+)$'") from None
+    if groups < 1:
+        raise InputError(path, "step_pattern has no group for the iteration number",
+                         "key step_pattern", "put the number in parentheses: '^step (\\d+)$'")
 
 
 def _type_ok(value: Any, expected: type | tuple[type, ...]) -> bool:

@@ -85,11 +85,12 @@ class PageFile:
                 raise NotDecodable("an unbalanced table b-tree")
             level = _children(pages, level)
 
-    def batches(self, root: int, columns: list[Column], batch_pages: int = BATCH_PAGES
+    def batches(self, root: int, columns: list[Column]
                 ) -> Iterator[tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]]:
         """Per batch of leaf pages, the rowids and (values, valid) per column, in rowid
         order."""
         leaves = self.leaf_pages(root)
+        batch_pages = BATCH_PAGES
         for lo in range(0, len(leaves), batch_pages):
             numbers = leaves[lo:lo + batch_pages]
             yield _decode(self.read(numbers), numbers, columns, self.usable)
