@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from etl.errors import InputError
+from etl.extract.kineto.kernel_join import release_memory
 from etl.extract.nsys import EXPORT_COMMAND
 from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
@@ -71,6 +72,7 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     if not spilled.has_activity_tables and not spilled.host_rows:
         raise InputError(export.path, "an nsys export without CUDA or NVTX activity", None,
                          "profile with -t cuda,nvtx and export again")
+    release_memory()  # pass 1's batches are gone: give their pages back before the sort
     steps = _steps(found_steps)
     link_end = steps.end.copy()
     if steps.unpopped:
@@ -79,6 +81,7 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     launches = link_host(spill, names, steps, link_end, context, sinks.host_events,
                          options.chunk_rows, options.threads)
     sinks.end_of_host_events()
+    release_memory()
     orphans = join_gpu(spill, spilled.gpu_rows, launches, steps, context, sinks.kernels)
     anomalies += [("kernel_without_launch", i, "no runtime or driver call with this "
                    "correlation id") for i in orphans]
