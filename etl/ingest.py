@@ -326,7 +326,8 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
         try:
             done = fmt.load_reader()(path, source_id, dims.get("gpu"),
                                      staged / f"spill-{source_id}", sinks,
-                                     _pipeline_options(path, options))
+                                     _pipeline_options(path, options,
+                                                       dims.get("step_pattern")))
         except NotThisFormat as exc:
             run.skipped.append((rel, str(exc)))
             continue
@@ -475,13 +476,13 @@ def _with_clock(iterations: Any, clock: Any, format_name: str) -> Any:
             .append_column("clock_reason", pa.repeat(pa.scalar(clock.reason, pa.string()), n)))
 
 
-def _pipeline_options(path: Path, options: Options) -> Any:
+def _pipeline_options(path: Path, options: Options, step_pattern: str | None) -> Any:
     from etl.extract.trace_role import PipelineOptions
 
     big = path.stat().st_size >= options.parallel_bytes
     return PipelineOptions(salvage=options.salvage,
                            workers=options.slice_workers if big else 1,
-                           threads=max(1, options.slice_workers))
+                           threads=max(1, options.slice_workers), step_pattern=step_pattern)
 
 
 def _run_summary_selection(staged: Path, small: dict[str, Any], key: RunKey

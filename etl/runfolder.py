@@ -22,6 +22,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
     "gpu_memory_bytes": int,  # device's total memory where the trace does not say
     "nvidia_smi_query": str,  # the --query-gpu list of a noheader nvidia-smi log: its fields
+    "step_pattern": str,  # regex of NVTX step ranges (nsys), group 1 the iteration number
 }
 
 
@@ -267,7 +268,23 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(path, "gpu_memory_bytes must be a positive number of bytes",
                          "key gpu_memory_bytes", "write the total in bytes, e.g. "
                          "17179869184 for 16 GiB")
+    if "step_pattern" in doc:
+        _check_step_pattern(path, doc["step_pattern"])
     return doc, text
+
+
+def _check_step_pattern(path: Path, pattern: str) -> None:
+    """A Python regex with a group for the iteration number (nsys NVTX step ranges)."""
+    import re
+
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        raise InputError(path, f"step_pattern is not a regular expression ({exc})",
+                         "key step_pattern", "fix the pattern, e.g. '^step (\\d+)$'") from None
+    if groups < 1:
+        raise InputError(path, "step_pattern has no group for the iteration number",
+                         "key step_pattern", "put the number in parentheses: '^step (\\d+)$'")
 
 
 def _type_ok(value: Any, expected: type | tuple[type, ...]) -> bool:

@@ -42,6 +42,7 @@ class PipelineOptions:
     slice_bytes: int = SLICE_BYTES
     chunk_rows: int = CHUNK_ROWS
     threads: int = 2              # DuckDB threads
+    step_pattern: str | None = None   # run.toml step_pattern: a regex, group 1 the step
 
 
 class ReadInfo(Protocol):

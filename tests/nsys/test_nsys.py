@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ def _ingest(path: Path, reader: Any = ingest_sqlite) -> tuple[Any, dict[str, lis
 
     sinks = Sinks(sink("host_events"), sink("kernels"), sink("anomalies"), lambda: None,
                   lambda name, table: got.setdefault(name, []).extend(table.to_pylist()))
-    return reader(path, 2, None, path.parent / "spill", sinks, PipelineOptions()), got
+    spill = Path(tempfile.mkdtemp()) / "spill"
+    return reader(path, 2, None, spill, sinks, PipelineOptions()), got
 
 
 def test_resnet_export_kernels_match_the_stats_csv_oracle() -> None:

@@ -1,0 +1,273 @@
+"""Passes 2 and 3 of the nsys reader, over pass 1's spill files, in bounded memory.
+
+2. Host rows sorted by (thread, start, longer first, event id) by DuckDB (out of core),
+   linked chunk by chunk with the stack carried (etl/link.py: parents, and the innermost
+   NVTX range that is not a step as the layer) and written as they come; the launch calls
+   (calls with a correlation id) are kept with their layer name in launch.parquet.
+3. GPU activities joined to the first launch with their correlation id, partitioned by
+   correlation id (etl/extract/kineto/kernel_join.py).
+Before them, steps never popped get their last one's end: the last end of the GPU
+activities launched in it (one DuckDB join, only for such exports).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from etl import link
+from etl.extract.nsys.spill import CATEGORIES, GPU_FILE, HOST_FILE, NVTX_FILE, Names
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from etl.extract.trace_role import Writer
+
+DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
+LAUNCH_FILE = "launch.parquet"
+
+
+@dataclass
+class Steps:
+    rows: np.ndarray      # event ids of the step ranges, by start
+    number: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    unpopped: bool = False     # ranges never popped (ended by the next one)
+
+    def iteration(self, ts: np.ndarray) -> np.ndarray:
+        return link.assign_iterations(self.start, self.end, self.number, ts,
+                                      np.ones(len(ts), bool))
+
+
+def duckdb_for(spill: Path, threads: int) -> Any:
+    import duckdb
+
+    (spill / "duckdb").mkdir(exist_ok=True)
+    return duckdb.connect(config={"memory_limit": DUCKDB_MEMORY, "threads": threads,
+                                  "temp_directory": str(spill / "duckdb"),
+                                  "preserve_insertion_order": False})
+
+
+def _parquet(spill: Path, name: str) -> str | None:
+    path = spill / name
+    return "read_parquet('" + str(path).replace("'", "''") + "')" if path.exists() else None
+
+
+# ---- the last step of ranges never popped ------------------------------------------
+
+_LAUNCHED_IN = """
+WITH launch AS (
+    SELECT corr, arg_min(start, event_id) AS start FROM {host}
+    WHERE corr IS NOT NULL GROUP BY corr)
+SELECT launch.start, max(coalesce(gpu."end", 0)) AS last_end
+FROM {gpu} AS gpu JOIN launch ON gpu.correlation_id = launch.corr
+WHERE launch.start BETWEEN ? AND ?
+GROUP BY launch.start
+"""
+
+
+def close_last_step(steps: Steps, spill: Path, threads: int) -> None:
+    """The last step ends with the last GPU activity launched in it (its iteration: the
+    steps as linked, the last one up to its recorded end), not at the capture's end."""
+    host, gpu = _parquet(spill, HOST_FILE), _parquet(spill, GPU_FILE)
+    last = steps.number[-1]
+    if host is None or gpu is None:
+        return
+    mine = steps.number == last
+    window = (int(steps.start[mine].min()), int(steps.end[mine].max()))
+    con = duckdb_for(spill, threads)
+    try:
+        found = con.execute(_LAUNCHED_IN.format(host=host, gpu=gpu), window).fetchnumpy()
+    finally:
+        con.close()
+    starts = np.asarray(found["start"], np.int64)
+    ends = np.asarray(found["last_end"], np.int64)[steps.iteration(starts) == last]
+    if len(ends):
+        steps.end[-1] = max(int(ends.max()), int(steps.start[-1]))
+
+
+# ---- pass 2 ------------------------------------------------------------------------
+
+_SORTED_HOST = """
+SELECT event_id, category, name_code, start, "end", thread, corr, is_layer, link_end,
+       coalesce(timed AND link_end >= start, false) AS linkable
+FROM ({rows})
+ORDER BY NOT linkable, thread, start, link_end DESC, event_id
+"""
+_CALL_ROWS = """
+SELECT *, false AS is_layer, "end" AS link_end, "end" IS NOT NULL AS timed FROM {host}"""
+_NVTX_ROWS = """
+SELECT nvtx.*, step.event_id IS NULL AS is_layer,
+       coalesce(step.link_end, nvtx."end") AS link_end,
+       nvtx."end" IS NOT NULL OR step.event_id IS NOT NULL AS timed
+FROM {nvtx} AS nvtx LEFT JOIN step_ends AS step USING (event_id)"""
+
+
+def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
+              context: Context, write: Writer, chunk_rows: int, threads: int) -> int:
+    """Pass 2: host rows linked and written; launch calls kept in launch.parquet. Returns
+    the launch calls kept. `link_end` is the steps' end as linked (before closing)."""
+    import pyarrow as pa
+
+    from etl.extract.nsys.spill import SpillWriter
+
+    parts = [sql.format(host=h, nvtx=h) for sql, h in (
+        (_CALL_ROWS, _parquet(spill, HOST_FILE)), (_NVTX_ROWS, _parquet(spill, NVTX_FILE)))
+        if h is not None]
+    if not parts:
+        return 0
+    con = duckdb_for(spill, threads)
+    state = _LinkState(names)
+    launches = 0
+    try:
+        con.register("step_ends", pa.table({"event_id": pa.array(steps.rows, pa.int64()),
+                                            "link_end": pa.array(link_end, pa.int64())}))
+        reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(parts))
+                             ).to_arrow_reader(chunk_rows)
+        with SpillWriter(spill / LAUNCH_FILE) as out:
+            for batch in reader:
+                if batch.num_rows:
+                    table = pa.Table.from_batches([batch])
+                    layer = state.link(table)
+                    write(context.host_rows(table, state.parent, steps, names))
+                    kept = _launches(table, layer, names)
+                    out.write(kept)
+                    launches += kept.num_rows
+    finally:
+        con.close()
+    return launches
+
+
+class _LinkState:
+    """The carried stack, with the name codes of its events, across chunks."""
+
+    def __init__(self, names: Names) -> None:
+        self.carry = link.Carry.empty()
+        self.carry_codes = np.zeros(0, np.int64)
+        self.parent = np.zeros(0, np.int64)
+
+    def link(self, batch: pa.Table) -> np.ndarray:
+        """Parents (self.parent) and layer name codes (returned; -1 none) of a chunk."""
+        n = batch.num_rows
+        self.parent = np.full(n, link.NONE, np.int64)
+        layer = np.full(n, link.NONE, np.int64)
+        rows = np.flatnonzero(_numpy(batch["linkable"], bool))
+        if len(rows) == 0:
+            return layer
+        part = batch.take(rows) if len(rows) < n else batch
+        chunk = link.SortedEvents(
+            _numpy(part["thread"]), _numpy(part["start"]), _numpy(part["link_end"]),
+            _numpy(part["event_id"]), np.zeros(len(rows), bool), _numpy(part["is_layer"], bool))
+        codes = np.concatenate([self.carry_codes, _numpy(part["name_code"].fill_null(-1))])
+        idents = np.concatenate([self.carry.ident, chunk.ident])
+        found, self.carry = link.link_sorted(chunk, self.carry)
+        self.carry_codes = _codes_of(self.carry.ident, idents, codes)
+        self.parent[rows] = found.parent
+        layer[rows] = _codes_of(found.layer, idents, codes)
+        return layer
+
+
+def _codes_of(ids: np.ndarray, idents: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Name codes of events by id, among the chunk's and the carried events (an event's
+    layer is one of its ancestors: in the chunk or still open); -1 for NONE."""
+    order = np.argsort(idents, kind="stable")
+    at = np.searchsorted(idents[order], ids)
+    at = order[np.minimum(at, max(len(order) - 1, 0))] if len(order) else at
+    found = ids != link.NONE
+    return np.where(found, codes[at] if len(order) else link.NONE, link.NONE)
+
+
+def _numpy(column: Any, dtype: Any = np.int64) -> np.ndarray:
+    return np.asarray(column.to_numpy(zero_copy_only=False), dtype=dtype)
+
+
+def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
+    """Calls with a correlation id: event_id, correlation_id, ts_ns (the session clock,
+    for the iteration), op_event_id, op_name, layer (kernel_join.LAUNCH_COLUMNS)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keep = pc.and_(pc.less(batch["category"], 2), pc.is_valid(batch["corr"]))
+    n = batch.num_rows
+    layer_codes = pa.array(layer, pa.int64(), mask=layer < 0)
+    table = pa.table({
+        "event_id": batch["event_id"], "correlation_id": batch["corr"],
+        "ts_ns": batch["start"], "op_event_id": pa.nulls(n, pa.int64()),
+        "op_name": pa.nulls(n, pa.string()), "layer": names.text(layer_codes)})
+    return table.filter(keep)
+
+
+@dataclass
+class Context:
+    """The source's columns and clock."""
+
+    source_id: int
+    offset: int          # session start, ns since 1970 (0: times stay session-relative)
+
+    def host_rows(self, batch: pa.Table, parent: np.ndarray, steps: Steps, names: Names
+                  ) -> pa.Table:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = batch.num_rows
+        thread = _numpy(batch["thread"])
+        start = _numpy(batch["start"])
+        iteration = steps.iteration(start)
+        return pa.table({
+            "source_id": pa.repeat(pa.scalar(self.source_id, pa.int32()), n),
+            "rank": pa.nulls(n, pa.int32()),
+            "event_id": batch["event_id"],
+            "category": pc.take(pa.array(CATEGORIES), batch["category"]),
+            "name": names.text(batch["name_code"]),
+            "ts_ns": pa.array(start + np.int64(self.offset)),
+            "dur_ns": pc.subtract(batch["end"], batch["start"]),
+            "pid": pa.array((thread >> 24) & 0xFFFFFF).cast(pa.string()),
+            "tid": pa.array(thread & 0xFFFFFF).cast(pa.string()),
+            "correlation_id": batch["corr"],
+            "external_id": pa.nulls(n, pa.int64()),
+            "parent_event_id": pa.array(parent, pa.int64(), mask=parent == link.NONE),
+            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+
+
+# ---- pass 3 ------------------------------------------------------------------------
+
+KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "external_id",
+                  "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                  "registers_per_thread", "shared_memory_bytes", "bytes", "launch_event_id",
+                  "op_event_id", "op_name", "layer"]
+
+
+def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context: Context,
+             write: Writer) -> list[int]:
+    """Pass 3: kernels with their launch, layer and iteration, written; returns the ids of
+    kernels without a launch call, in order. Several launches with one correlation id:
+    the first is used (not flagged, as before streaming)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from etl.extract.kineto.kernel_join import join_kernels
+
+    orphans: list[int] = []
+
+    def emit(joined: pa.Table) -> None:
+        n = joined.num_rows
+        launch_ts = joined["launch_ts_ns"].combine_chunks()
+        found = _numpy(launch_ts.is_valid(), bool)
+        iteration = np.where(found, steps.iteration(_numpy(launch_ts.fill_null(0))),
+                             link.NONE)
+        table = pa.table({
+            "source_id": pa.repeat(pa.scalar(context.source_id, pa.int32()), n),
+            "rank": pa.nulls(n, pa.int32()), "kernel_id": joined["event_id"],
+            "kind": joined["kind"], "category": joined["category"],
+            "device_id": joined["device_id"], **{c: joined[c] for c in KERNEL_COLUMNS},
+            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+        orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.invert(pa.array(found)))
+        orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
+        write(table)
+
+    if gpu_rows:
+        join_kernels(spill, gpu_rows, launch_rows, emit, [])
+    return sorted(orphans)

@@ -1,0 +1,262 @@
+"""Pass 1 of the nsys reader: the export's tables, batch by batch, spilled to Parquet.
+
+Host rows (runtime and driver calls, then NVTX ranges) and GPU activities (kernels,
+copies, sets) are numbered in that order, as the export lists them, and written to the
+spill folder with their names as codes (host) or strings (GPU). What must be known of
+the whole source before linking stays in memory and is small: the step ranges, the span,
+the device ids.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from etl.extract.nsys.sqlite_export import Export, column_map
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
+HOST_FILE, NVTX_FILE, GPU_FILE = "host.parquet", "nvtx.parquet", "gpu-000000.parquet"
+_CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
+_ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+               ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
+_ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
+                  "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
+                  "dynamic_shared", "bytes", "copy_kind")
+
+
+class Names:
+    """Host event names as codes into one string array: StringIds values first, then the
+    distinct NVTX texts in order of appearance (few: a text per kind of range)."""
+
+    def __init__(self, strings: dict[int, str]) -> None:
+        import pyarrow as pa
+
+        self.ids = pa.array(list(strings), pa.int64())
+        self.values = list(strings.values())
+        self.extra: dict[str, int] = {}
+
+    def of_ids(self, ids: pa.Array) -> pa.Array:
+        """Codes of StringIds ids (NULL for an id StringIds lacks)."""
+        import pyarrow.compute as pc
+
+        return pc.index_in(ids, value_set=self.ids).cast("int64")
+
+    def of_texts(self, texts: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        distinct = pc.unique(texts).drop_null()
+        codes = [self._code(t) for t in distinct.to_pylist()]
+        import pyarrow as pa
+
+        return pc.take(pa.array(codes, pa.int64()), pc.index_in(texts, value_set=distinct))
+
+    def _code(self, text: str) -> int:
+        if text not in self.extra:
+            self.extra[text] = len(self.values)
+            self.values.append(text)
+        return self.extra[text]
+
+    def text(self, codes: pa.Array) -> pa.Array:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        return pc.take(pa.array(self.values, pa.string()), codes)
+
+    def lookup(self, ids: pa.Array) -> pa.Array:
+        """StringIds values of `ids`."""
+        return self.text(self.of_ids(ids))
+
+
+@dataclass
+class StepRanges:
+    """NVTX ranges whose name matches a step pattern: group 1 is the iteration number."""
+
+    patterns: list[re.Pattern[str]]
+    rows: list[np.ndarray] = field(default_factory=list)
+    numbers: list[np.ndarray] = field(default_factory=list)
+    start: list[np.ndarray] = field(default_factory=list)
+    end: list[np.ndarray] = field(default_factory=list)
+    has_end: list[np.ndarray] = field(default_factory=list)
+
+    def find(self, ids: np.ndarray, names: pa.Array, start: np.ndarray, end: pa.Array) -> None:
+        """Keep the batch's step ranges; the patterns run once per distinct name."""
+        import pyarrow.compute as pc
+
+        distinct = pc.unique(names).drop_null()
+        numbers = [self._number(name) for name in distinct.to_pylist()]
+        at = pc.index_in(names, value_set=distinct).fill_null(-1).to_numpy()
+        lookup = np.array(numbers + [-1], np.int64)  # -1: no match (position -1 → last)
+        number = lookup[at]
+        hit = np.flatnonzero(number >= 0)
+        self.rows.append(ids[hit])
+        self.numbers.append(number[hit])
+        self.start.append(start[hit])
+        self.end.append(end.fill_null(-1).to_numpy()[hit])
+        self.has_end.append(end.is_valid().to_numpy(zero_copy_only=False)[hit])
+
+    def _number(self, name: str) -> int:
+        m = next((m for p in self.patterns if (m := p.match(name))), None)
+        return -1 if m is None else int(m.group(1))
+
+
+@dataclass
+class Spilled:
+    """What pass 1 knows of the whole source."""
+
+    host_rows: int = 0
+    gpu_rows: int = 0
+    nvtx_rows: int = 0
+    host_start: int | None = None   # min start (NULL as 0) of host rows
+    host_end: int | None = None     # max end (NULL as -1)
+    gpu_start: int | None = None
+    gpu_end: int | None = None
+    devices: set[int] = field(default_factory=set)
+    has_activity_tables: bool = False
+
+
+def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
+                 offset: int) -> Spilled:
+    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to gpu-000000.parquet."""
+    found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
+                                            for t in export.tables))
+    with SpillWriter(folder / HOST_FILE) as host:
+        for table, category in _CALLS:
+            for batch in export.batches(table, "calls", _types("start", "end", "thread",
+                                                               "correlation", "name")):
+                host.write(_host_batch(batch, names.of_ids(batch["name"]), category, found))
+    with SpillWriter(folder / NVTX_FILE) as nvtx:
+        for batch in _nvtx_batches(export):
+            codes = names.of_texts(_nvtx_names(batch, names))
+            rows = _host_batch(batch, codes, 2, found)
+            steps.find(rows["event_id"].to_numpy(), names.text(codes),
+                       rows["start"].to_numpy(), rows["end"])
+            nvtx.write(rows)
+            found.nvtx_rows += rows.num_rows
+    with SpillWriter(folder / GPU_FILE) as gpu:
+        for table, kind in _ACTIVITIES:
+            for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
+                gpu.write(_gpu_batch(batch, kind, names, found, offset))
+    return found
+
+
+def _types(*keys: str) -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {k: pa.int64() for k in keys}
+
+
+def _nvtx_batches(export: Export) -> Any:
+    """NVTX_EVENTS rows that are ranges (columns.toml [nvtx_ranges])."""
+    import pyarrow as pa
+
+    ranges = column_map()["nvtx_ranges"]["types"]
+    types = {**_types("start", "end", "event_type", "text_id", "thread"), "text": pa.string()}
+    for batch in export.batches("NVTX_EVENTS", "nvtx", types):
+        keep = pa.array(np.isin(batch["event_type"].fill_null(-1).to_numpy(), ranges))
+        batch = {k: v.filter(keep) for k, v in batch.items()}
+        batch["correlation"] = pa.nulls(len(keep.filter(keep)), pa.int64())
+        yield batch
+
+
+def _nvtx_names(batch: dict[str, pa.Array], names: Names) -> pa.Array:
+    import pyarrow.compute as pc
+
+    return pc.coalesce(batch["text"], names.lookup(batch["text_id"]))
+
+
+def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found: Spilled
+                ) -> pa.Table:
+    import pyarrow as pa
+
+    n = len(codes)
+    start = cols["start"].fill_null(0)
+    table = pa.table({
+        "event_id": pa.array(np.arange(found.host_rows, found.host_rows + n, dtype=np.int64)),
+        "category": pa.repeat(pa.scalar(category, pa.int8()), n),
+        "name_code": codes, "start": start, "end": cols["end"],
+        "thread": cols["thread"].fill_null(0), "corr": cols["correlation"]})
+    found.host_rows += n
+    if n:
+        found.host_start = _least(found.host_start, start.to_numpy().min())
+        found.host_end = _most(found.host_end, cols["end"].fill_null(-1).to_numpy().max())
+    return table
+
+
+def _gpu_batch(cols: dict[str, pa.Array], kind: str, names: Names, found: Spilled,
+               offset: int) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(cols["start"])
+    first = found.host_rows + found.gpu_rows  # host rows are all numbered by now
+    found.gpu_rows += n
+    found.devices.update(cols["device"].drop_null().to_numpy().tolist())
+    for key, keep in (("start", _least), ("end", _most)):
+        value = (pc.min if key == "start" else pc.max)(cols[key]).as_py()
+        if value is not None:
+            setattr(found, f"gpu_{key}", keep(getattr(found, f"gpu_{key}"), value))
+    return pa.table({
+        "event_id": pa.array(np.arange(first, first + n, dtype=np.int64)),
+        "kind": pa.repeat(pa.scalar(kind), n), "category": pa.repeat(pa.scalar(kind), n),
+        "device_id": cols["device"].cast(pa.int32()), "stream_id": cols["stream"],
+        "name": _activity_names(cols, kind, names),
+        "ts_ns": pc.add(cols["start"], offset),
+        "dur_ns": pc.subtract(cols["end"], cols["start"]),
+        "correlation_id": cols["correlation"], "external_id": pa.nulls(n, pa.int64()),
+        **{k: cols[k] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                                "block_z")},
+        "registers_per_thread": cols["registers"],
+        "shared_memory_bytes": pc.add(cols["static_shared"], cols["dynamic_shared"]),
+        "bytes": cols["bytes"], "end": cols["end"]})
+
+
+def _activity_names(cols: dict[str, pa.Array], kind: str, names: Names) -> pa.Array:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if kind == "kernel":
+        return names.lookup(cols["name"])
+    if kind == "memset":
+        return pa.repeat(pa.scalar("[CUDA memset]"), len(cols["name"]))
+    copy_kinds = column_map()["copy_kinds"]
+    ids = pa.array([int(k) for k in copy_kinds], pa.int64())
+    text = pa.array([f"[CUDA memcpy {v}]" for v in copy_kinds.values()])
+    return pc.fill_null(pc.take(text, pc.index_in(cols["copy_kind"], value_set=ids)),
+                        "[CUDA memcpy Unknown]")
+
+
+def _least(a: int | None, b: Any) -> int:
+    return int(b) if a is None else min(a, int(b))
+
+
+def _most(a: int | None, b: Any) -> int:
+    return int(b) if a is None else max(a, int(b))
+
+
+class SpillWriter:
+    """A Parquet file written batch by batch (created even when no batch comes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.writer: Any = None
+
+    def write(self, table: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="lz4")
+        if table.num_rows:
+            self.writer.write_table(table)
+
+    def __enter__(self) -> SpillWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.writer.close()
