@@ -279,6 +279,8 @@ def _host_table(host: dict[str, Any], links: Links, source_id: int, offset: np.i
                 ) -> pa.Table:
     import pyarrow as pa
 
+    from etl.extract.layer_columns import no_autograd_columns
+
     n = len(host["start"])
     thread = host["thread"]
     dur = host["end"] - host["start"]
@@ -297,6 +299,7 @@ def _host_table(host: dict[str, Any], links: Links, source_id: int, offset: np.i
         "external_id": pa.nulls(n, pa.int64()),
         "parent_event_id": _opt(parent, parent != link.NONE),
         "iteration": _opt(links.host_iteration, links.host_iteration != link.NONE),
+        **no_autograd_columns(n),
     })
 
 
@@ -304,6 +307,8 @@ def _kernel_table(gpu: dict[str, Any], links: Links, host: dict[str, Any], sourc
                   offset: np.int64) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
+
+    from etl.extract.layer_columns import with_layer_columns
 
     t = gpu["table"]
     n = t.num_rows
@@ -316,7 +321,7 @@ def _kernel_table(gpu: dict[str, Any], links: Links, host: dict[str, Any], sourc
     iteration = links.host_iteration[safe] if len(links.host_iteration) else np.full(n, -1)
     iteration = np.where(found, iteration, link.NONE)
     shared = pc.add(t.column("static_shared"), t.column("dynamic_shared"))
-    return pa.table({
+    table = pa.table({
         "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n),
         "rank": pa.nulls(n, pa.int32()),
         "kernel_id": pa.array(gpu["ids"]),
@@ -340,6 +345,7 @@ def _kernel_table(gpu: dict[str, Any], links: Links, host: dict[str, Any], sourc
         "layer": layer,
         "iteration": _opt(iteration, iteration != link.NONE),
     })
+    return with_layer_columns(table, "nvtx", None)
 
 
 def _iteration_table(steps: Steps, host: dict[str, Any], gpu: dict[str, Any],
