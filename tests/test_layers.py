@@ -193,7 +193,7 @@ def test_op_time_groups_by_layer_and_pass(tmp_path: Path) -> None:
                                "sum(kernel_count) AS kernel_count, sum(gpu_time_ns) AS "
                                "gpu_time_ns FROM op_time_v3 GROUP BY ALL")}
     want: dict[tuple[Any, ...], tuple[int, int]] = {}
-    for n, (corr, (layer, kind, pass_, _)) in enumerate(EXPECTED.items()):
+    for n, (layer, kind, pass_, _) in enumerate(EXPECTED.values()):
         count, time = want.get((layer, kind, pass_), (0, 0))
         want[(layer, kind, pass_)] = (count + 1, time + 100 * (n + 1))
     assert got == want
