@@ -12,7 +12,10 @@ correlation ids and iteration numbers.
 - op: the outermost cpu_op among the launch's ancestors (aten::conv2d rather than the
   aten::cudnn_convolution it calls).
 - layer: the innermost `nn.Module: X` python_function or record_function (user_annotation)
-  scope among the ancestors, ProfilerStep markers excluded.
+  scope among the ancestors, ProfilerStep markers excluded (Kineto also counts backward ops
+  as layer scopes: their layer is their forward op's, resolved after linking).
+- mark: the innermost event of a second kind of scope among the ancestors-or-self (Kineto:
+  the backward ops and optimizer scopes that decide an event's pass).
 - iteration: N of the ProfilerStep#N whose host span [hs, he] contains the event's start
   (the latest-starting such step); a GPU activity takes its launch's iteration.
 - begin/end pair: an E closes the most recent open B of its (pid, tid), in event order;
@@ -20,7 +23,7 @@ correlation ids and iteration numbers.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +36,8 @@ class HostLinks:
     op: np.ndarray          # row index of outermost enclosing cpu_op or NONE
     layer: np.ndarray       # row index of innermost layer scope or NONE
     overlaps: list[int]     # rows that start inside an event but end after it
+    # row index of the innermost marked scope (self included) or NONE; empty when unmarked
+    mark: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def link_launches(launch_corr: np.ndarray, launch_rows: np.ndarray, gpu_corr: np.ndarray,
@@ -57,8 +62,10 @@ def link_launches(launch_corr: np.ndarray, launch_rows: np.ndarray, gpu_corr: np
 
 
 def link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.ndarray,
-              is_op: np.ndarray, is_layer: np.ndarray) -> HostLinks:
-    """Parent / outermost op / innermost layer of every host event, in memory.
+              is_op: np.ndarray, is_layer: np.ndarray, is_mark: np.ndarray | None = None
+              ) -> HostLinks:
+    """Parent / outermost op / innermost layer / innermost mark of every host event, in
+    memory.
 
     `timed` marks events with a usable start and non-negative duration; others get no links.
     Row indices serve as identities; link_sorted does the work.
@@ -67,14 +74,14 @@ def link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.
     valid = timed & (end >= start)
     order = np.lexsort((np.arange(n), -end, start, thread))
     order = order[valid[order]]
+    marks = np.zeros(n, dtype=bool) if is_mark is None else is_mark
     chunk = SortedEvents(thread[order], start[order], end[order], order.astype(np.int64),
-                         is_op[order], is_layer[order])
+                         is_op[order], is_layer[order], marks[order])
     found, _ = link_sorted(chunk, Carry.empty())
-    parent = np.full(n, NONE, dtype=np.int64)
-    op = np.full(n, NONE, dtype=np.int64)
-    layer = np.full(n, NONE, dtype=np.int64)
+    parent, op, layer, mark = (np.full(n, NONE, dtype=np.int64) for _ in range(4))
     parent[order], op[order], layer[order] = found.parent, found.op, found.layer
-    return HostLinks(parent, op, layer, order[found.overlap].tolist())
+    mark[order] = found.mark
+    return HostLinks(parent, op, layer, order[found.overlap].tolist(), mark)
 
 
 @dataclass
@@ -87,12 +94,14 @@ class SortedEvents:
     ident: np.ndarray       # int64 identity reported in the links (event id or row)
     is_op: np.ndarray       # bool
     is_layer: np.ndarray    # bool
+    is_mark: np.ndarray | None = None   # bool; None: no event is marked
 
 
 @dataclass
 class Carry:
     """Events still open after the previous chunk: the last event's ancestor chain, root
-    first, with their own outermost op and innermost layer (ancestors included)."""
+    first, with their own outermost op, innermost layer and innermost mark (ancestors
+    included)."""
 
     thread: np.ndarray
     start: np.ndarray
@@ -100,11 +109,12 @@ class Carry:
     ident: np.ndarray
     own_op: np.ndarray
     own_layer: np.ndarray
+    own_mark: np.ndarray
 
     @classmethod
     def empty(cls) -> Carry:
         nothing = np.zeros(0, dtype=np.int64)
-        return cls(nothing, nothing, nothing, nothing, nothing, nothing)
+        return cls(nothing, nothing, nothing, nothing, nothing, nothing, nothing)
 
 
 @dataclass
@@ -113,6 +123,7 @@ class SortedLinks:
     op: np.ndarray          # ident of the outermost enclosing cpu_op or NONE
     layer: np.ndarray       # ident of the innermost enclosing layer scope or NONE
     overlap: np.ndarray     # bool: starts inside its parent but ends after it
+    mark: np.ndarray        # ident of the innermost marked event, itself included, or NONE
 
 
 def link_sorted(chunk: SortedEvents, carry: Carry) -> tuple[SortedLinks, Carry]:
@@ -134,7 +145,9 @@ def link_sorted(chunk: SortedEvents, carry: Carry) -> tuple[SortedLinks, Carry]:
     parent[:k] = np.arange(-1, k - 1)  # the carry is a chain, root first
     own_op = np.concatenate([carry.own_op, np.where(chunk.is_op, chunk.ident, NONE)])
     own_layer = np.concatenate([carry.own_layer, np.where(chunk.is_layer, chunk.ident, NONE)])
-    own_op, own_layer = _inherit(parent, own_op, own_layer)
+    marked = np.zeros(len(chunk.ident), dtype=bool) if chunk.is_mark is None else chunk.is_mark
+    own_mark = np.concatenate([carry.own_mark, np.where(marked, chunk.ident, NONE)])
+    own_op, own_layer, own_mark = _inherit(parent, own_op, own_layer, own_mark)
     mine = parent[k:]
     has = mine != NONE
     up = np.where(has, mine, 0)
@@ -142,10 +155,11 @@ def link_sorted(chunk: SortedEvents, carry: Carry) -> tuple[SortedLinks, Carry]:
         parent=np.where(has, ident[up], NONE),
         op=np.where(has, own_op[up], NONE),
         layer=np.where(has, own_layer[up], NONE),
-        overlap=has & (end[k:] > end[up]))
+        overlap=has & (end[k:] > end[up]),
+        mark=own_mark[k:])
     chain = _chain(parent, len(ident) - 1)
     return links, Carry(thread[chain], start[chain], end[chain], ident[chain], own_op[chain],
-                        own_layer[chain])
+                        own_layer[chain], own_mark[chain])
 
 
 def _nearest_open_before(thread: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -178,22 +192,24 @@ def _nearest_open_before(thread: np.ndarray, start: np.ndarray, end: np.ndarray
     return np.where(found, before, NONE)
 
 
-def _inherit(parent: np.ndarray, own_op: np.ndarray, own_layer: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Pointer doubling: outermost op and innermost layer over each event's ancestors-or-self.
+def _inherit(parent: np.ndarray, own_op: np.ndarray, own_layer: np.ndarray,
+             own_mark: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pointer doubling: outermost op, innermost layer and innermost mark over each event's
+    ancestors-or-self.
 
     After round r, own_* covers the event and its 2^r - 1 nearest ancestors; a value found
-    higher up wins for the op (outermost), a value found lower wins for the layer.
+    higher up wins for the op (outermost), a value found lower wins for layer and mark.
     """
     pointer = parent.copy()
     while (pointer != NONE).any():
         has = pointer != NONE
         up = np.where(has, pointer, 0)
-        up_op, up_layer, up_pointer = own_op[up], own_layer[up], pointer[up]
+        up_op, up_pointer = own_op[up], pointer[up]
         own_op = np.where(has & (up_op != NONE), up_op, own_op)
-        own_layer = np.where(has & (own_layer == NONE), up_layer, own_layer)
+        own_layer = np.where(has & (own_layer == NONE), own_layer[up], own_layer)
+        own_mark = np.where(has & (own_mark == NONE), own_mark[up], own_mark)
         pointer = np.where(has, up_pointer, NONE)
-    return own_op, own_layer
+    return own_op, own_layer, own_mark
 
 
 def _chain(parent: np.ndarray, last: int) -> np.ndarray:

@@ -68,3 +68,27 @@ def test_a_hand_made_nest() -> None:
     assert got.op.tolist() == [-1, -1, 1, -1, 3]
     assert got.layer.tolist() == [-1, 0, 0, 0, 0]
     assert got.overlaps == [4]
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, st.integers(1, 7))
+def test_marks_equal_the_sweep(events: list[tuple[int, int, int, bool, bool]], size: int
+                               ) -> None:
+    # the 5th flag marks; the innermost marked ancestor is the sweep's innermost layer when
+    # the marks are the layers, and a marked event is its own mark
+    thread, start, end, is_op, is_mark = _arrays(events)
+    inherited = sweep(thread.tolist(), start.tolist(), end.tolist(), is_op.tolist(),
+                      is_mark.tolist())[2]
+    want = [row if is_mark[row] else up for row, up in enumerate(inherited)]
+    whole = link.link_host(thread, start, end, np.ones(len(events), dtype=bool), is_op,
+                           np.zeros(len(events), dtype=bool), is_mark)
+    n = len(events)
+    order = np.lexsort((np.arange(n), -end, start, thread))
+    carry, mark = link.Carry.empty(), np.full(n, -1)
+    for at in range(0, n, size):
+        rows = order[at:at + size]
+        found, carry = link.link_sorted(link.SortedEvents(
+            thread[rows], start[rows], end[rows], rows.astype(np.int64), is_op[rows],
+            np.zeros(len(rows), dtype=bool), is_mark[rows]), carry)
+        mark[rows] = found.mark
+    assert whole.mark.tolist() == want and mark.tolist() == want

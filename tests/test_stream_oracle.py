@@ -23,7 +23,9 @@ ARGS = {"correlation_id": ["correlation"], "external_id": ["External id", "exter
         # the [memory] events' allocator args (→ memory_events)
         "memory_total_allocated": ["Total Allocated"], "memory_total_reserved": ["Total Reserved"],
         "memory_bytes": ["Bytes"], "memory_device_id": ["Device Id"],
-        "memory_device_type": ["Device Type"]}
+        "memory_device_type": ["Device Type"],
+        # the autograd link (→ host_events.sequence_number, fwd_thread_id)
+        "sequence_number": ["Sequence number"], "fwd_thread_id": ["Fwd thread id"]}
 
 
 def naive_events(path: Path) -> list[dict[str, Any]]:

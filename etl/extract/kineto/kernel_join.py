@@ -21,14 +21,15 @@ from etl.extract.kineto.reader import Anomaly
 
 PART_ROWS = 1 << 17     # GPU rows + launch rows joined at once (~25 MB of Arrow)
 EMIT_ROWS = 1 << 16     # joined rows handed on at once (each is cast and copied again)
-LAUNCH_COLUMNS = ["event_id", "correlation_id", "ts_ns", "op_event_id", "op_name", "layer"]
+LAUNCH_COLUMNS = ["event_id", "correlation_id", "ts_ns", "op_event_id", "op_name", "layer",
+                  "layer_kind", "pass", "layer_status"]
 Emit = Callable[[pa.Table], None]
 
 
 def join_kernels(spill: Path, gpu_rows: int, launch_rows: int, emit: Emit,
                  anomalies: list[Anomaly]) -> None:
     """Emit joined kernel rows (GPU columns + launch_event_id, launch_ts_ns, op_event_id,
-    op_name, layer); duplicate launches become anomalies."""
+    op_name, layer, layer_kind, pass, layer_status); duplicate launches become anomalies."""
     gpu_files = sorted(spill.glob("gpu-*.parquet"))
     launch_file = spill / "launch.parquet"
     parts = 1 + (gpu_rows + launch_rows) // PART_ROWS
@@ -144,7 +145,7 @@ def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.T
     if launches is None:
         launches = pa.schema([("event_id", pa.int64()), ("correlation_id", pa.int64()),
                               ("ts_ns", pa.int64()), ("op_event_id", pa.int64()),
-                              ("op_name", pa.string()), ("layer", pa.string())]).empty_table()
+                              *((c, pa.string()) for c in LAUNCH_COLUMNS[4:])]).empty_table()
     launches = launches.select(LAUNCH_COLUMNS).sort_by(
         [("correlation_id", "ascending"), ("event_id", "ascending")])
     corr = np.asarray(launches["correlation_id"].to_numpy(), dtype=np.int64)
@@ -154,5 +155,4 @@ def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.T
         anomalies.append(("duplicate_correlation", event_id, "a second launch call with the "
                           "same correlation id; the first is used"))
     return launches.filter(pa.array(first)).rename_columns(
-        ["launch_event_id", "correlation_id", "launch_ts_ns", "op_event_id", "op_name",
-         "layer"])
+        ["launch_event_id", "correlation_id", "launch_ts_ns", *LAUNCH_COLUMNS[3:]])

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl import link
+from etl.extract.kineto import passes
 from etl.extract.kineto.reader import Anomaly, TraceInfo, field_map, stream_trace
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer
 from etl.extract.trace_role import TraceResult as SourceResult
@@ -379,7 +380,8 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
 # is what DuckDB spills. A NULL pid/tid is the same thread as '' (as in trace_tables).
 _SORTED_HOST = """
 SELECT event_id, category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id,
-       is_op, is_layer, is_launch, linkable
+       is_op, is_layer, is_launch, linkable, sequence_number, fwd_thread_id, scope_kind,
+       is_mark
 FROM read_parquet({files})
 ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_ns DESC,
          event_id
@@ -388,27 +390,42 @@ ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_
 
 def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOptions) -> int:
     """Pass 2: link sorted host rows chunk by chunk; write them, and keep the launch calls
-    with their op and layer (ids and names) for pass 3. Returns the launch calls kept."""
+    with their op and layer (ids and names) for pass 3, the backward ones' layers taken
+    from their forward ops (passes.py). Returns the launch calls kept."""
     con = _duckdb(spill, options.threads)
     try:
         reader = con.execute(_SORTED_HOST.format(files=_files(spill, "host"))
                              ).to_arrow_reader(options.chunk_rows)
-        return _link_stream(reader, spill, source, write)
+        rows = _link_stream(reader, spill, source, write)
+        _resolve_launch_layers(con, spill)
+        return rows
     finally:
         con.close()
 
 
 def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> int:
     state = _LinkState()
-    with _SpillWriter(spill / "launch.parquet") as launches:
+    with (_SpillWriter(spill / "launch-unresolved.parquet") as launches,
+          _SpillWriter(spill / "forward.parquet") as forward):
         for batch in _batches(reader):
             links = state.link(batch)
             write(_host_rows(batch, links, source))
             launches.write(_launches(batch, links))
+            forward.write(_forward_ops(batch, links))
             source.anomalies += [("overlapping_events", event_id, "starts inside an enclosing "
                                   "event on its thread but ends after it")
                                  for event_id in links.overlaps]
     return launches.rows
+
+
+def _resolve_launch_layers(con: Any, spill: Path) -> None:
+    """launch.parquet: the launch calls with their layer, layer_kind and layer_status."""
+    launches, forward = (f"read_parquet({_quote(spill / name)})"
+                         for name in ("launch-unresolved.parquet", "forward.parquet"))
+    found = passes.resolve_layers(con, launches, forward)
+    with _SpillWriter(spill / "launch.parquet") as resolved:
+        for batch in _batches(found.to_arrow_reader(1 << 16)):
+            resolved.write(batch)
 
 
 def _batches(reader: Any) -> Iterator[pa.Table]:
@@ -424,7 +441,8 @@ class _Links:
     layer: np.ndarray
     overlaps: list[int]
     op_name: pa.Array
-    layer_name: pa.Array
+    scope: pa.Table     # of the innermost layer scope: name, scope_kind, sequence_number, pid
+    mark_kind: pa.Array  # scope_kind of the innermost mark (self included)
 
 
 class _ThreadCodes:
@@ -447,19 +465,23 @@ class _ThreadCodes:
         return codes
 
 
+SCOPE_COLUMNS = ["name", "scope_kind", "sequence_number", "pid"]
+
+
 class _LinkState:
-    """The carried stack (with its names) and thread numbering across chunks."""
+    """The carried stack (with its scope columns) and thread numbering across chunks."""
 
     def __init__(self) -> None:
         self.carry = link.Carry.empty()
-        self.carry_names = pa.array([], pa.string())
+        self.carry_scopes: pa.Table | None = None
         self.threads = _ThreadCodes()
 
     def link(self, batch: pa.Table) -> _Links:
         n = batch.num_rows
         none = np.full(n, link.NONE, dtype=np.int64)
-        out = _Links(none, none.copy(), none.copy(), [], pa.nulls(n, pa.string()),
-                     pa.nulls(n, pa.string()))
+        nothing = _Scopes(none[:0], batch.select(SCOPE_COLUMNS).slice(0, 0))
+        out = _Links(none, none.copy(), none.copy(), [], nothing.names(none),
+                     nothing.of(none), _with_own_mark(nothing.of(none)["scope_kind"], batch))
         rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
         if len(rows) == 0:
             return out
@@ -468,36 +490,50 @@ class _LinkState:
         chunk = link.SortedEvents(
             self.threads.codes(thread_keys(part)), _int64(part["ts_ns"]),
             _int64(part["ts_ns"]) + _int64(part["dur_ns"]), _int64(part["event_id"]),
-            _bools(part["is_op"]),
-            _bools(part["is_layer"]))
-        names = _Names(np.concatenate([self.carry.ident, chunk.ident]), pa.concat_arrays(
-            [self.carry_names, part["name"].combine_chunks()]))
+            _bools(part["is_op"]), _bools(part["is_layer"]), _bools(part["is_mark"]))
+        own = part.select(SCOPE_COLUMNS)
+        scopes = _Scopes(np.concatenate([self.carry.ident, chunk.ident]), own if
+                         self.carry_scopes is None else pa.concat_tables(
+                             [self.carry_scopes, own]))
         found, self.carry = link.link_sorted(chunk, self.carry)
-        self.carry_names = names.of(self.carry.ident)
+        self.carry_scopes = scopes.of(self.carry.ident)
         out.parent[rows], out.op[rows], out.layer[rows] = found.parent, found.op, found.layer
+        mark = none.copy()
+        mark[rows] = found.mark
         out.overlaps = chunk.ident[found.overlap].tolist()
-        out.op_name, out.layer_name = names.of(out.op), names.of(out.layer)
+        out.op_name, out.scope = scopes.names(out.op), scopes.of(out.layer)
+        out.mark_kind = _with_own_mark(scopes.of(mark)["scope_kind"], batch)
         return out
 
 
-class _Names:
-    """Names of the events of one chunk and its carry, by event id. An op or layer of an
-    event is one of its ancestors, which are all in the chunk or still open (carried)."""
+def _with_own_mark(mark_kind: Any, batch: pa.Table) -> Any:
+    """A marked event is its own mark, linked or not (an untimed backward op is backward)."""
+    own = pc.if_else(batch["is_mark"], batch["scope_kind"], pa.scalar(None, pa.string()))
+    return pc.coalesce(mark_kind, own)
 
-    def __init__(self, ident: np.ndarray, names: pa.Array) -> None:
+
+class _Scopes:
+    """Scope columns of the events of one chunk and its carry, by event id. An op or layer
+    of an event is one of its ancestors, which are all in the chunk or still open
+    (carried); its mark is one of those or itself."""
+
+    def __init__(self, ident: np.ndarray, columns: pa.Table) -> None:
         self.order = np.argsort(ident, kind="stable")
         self.sorted = ident[self.order]
-        self.names = names
+        self.columns = columns
 
-    def of(self, ids: np.ndarray) -> pa.Array:
+    def of(self, ids: np.ndarray) -> pa.Table:
+        """Rows of the events `ids` (a row of NULLs for NONE)."""
         found = ids != link.NONE
-        at = np.minimum(np.searchsorted(self.sorted, ids), max(len(self.sorted) - 1, 0))
         if len(self.sorted) == 0:
-            return pa.nulls(len(ids), pa.string())
+            return self.columns.take(pa.nulls(len(ids), pa.int64()))
+        at = np.minimum(np.searchsorted(self.sorted, ids), len(self.sorted) - 1)
         if not np.array_equal(self.sorted[at][found], ids[found]):
             raise AssertionError("an op or layer is not among the open events")
-        taken = self.names.take(pa.array(self.order[at]))
-        return pc.if_else(pa.array(found), taken, pa.scalar(None, pa.string()))
+        return self.columns.take(pa.array(self.order[at], pa.int64(), mask=~found))
+
+    def names(self, ids: np.ndarray) -> pa.Array:
+        return self.of(ids)["name"].combine_chunks()
 
 
 def _int64(column: pa.ChunkedArray) -> np.ndarray:
@@ -518,15 +554,37 @@ def _host_rows(batch: pa.Table, links: _Links, source: _Source) -> pa.Table:
     table = table.append_column("parent_event_id", _opt(links.parent))
     table = table.append_column("iteration", _iteration_of(source, batch["ts_ns"]
                                                            .combine_chunks()))
+    for column in ("sequence_number", "fwd_thread_id"):
+        table = table.append_column(column, batch[column])
+    inside = pc.or_(pc.or_(batch["is_op"], batch["is_layer"]),
+                    pa.array((links.op != link.NONE) | (links.layer != link.NONE)))
+    table = table.append_column("pass", passes.passes(links.mark_kind, inside))
     return _with_context(table, source)
 
 
 def _launches(batch: pa.Table, links: _Links) -> pa.Table:
+    """Launch calls with their op, scope and pass: the input of passes.RESOLVE."""
+    scope = links.scope
+    backward = pc.fill_null(pc.equal(scope["scope_kind"], passes.BACKWARD), False)
     table = batch.select(["event_id", "correlation_id", "ts_ns"])
-    for column, values in (("op_event_id", _opt(links.op)), ("op_name", links.op_name),
-                           ("layer", links.layer_name)):
+    columns = {"op_event_id": _opt(links.op), "op_name": links.op_name,
+               "layer": pc.if_else(backward, pa.scalar(None, pa.string()), scope["name"]),
+               "layer_kind": scope["scope_kind"],
+               "pass": passes.passes(links.mark_kind, pa.array(
+                   (links.op != link.NONE) | (links.layer != link.NONE))),
+               "pid": scope["pid"], "backward_seq": scope["sequence_number"]}
+    for column, values in columns.items():
         table = table.append_column(column, values)
     keep = pc.and_(batch["is_launch"], pc.is_valid(batch["correlation_id"]))
+    return table.filter(keep)
+
+
+def _forward_ops(batch: pa.Table, links: _Links) -> pa.Table:
+    """Linked forward ops with their layer: the {forward} of passes.RESOLVE."""
+    table = batch.select(["pid", "tid", "sequence_number", "ts_ns", "event_id"])
+    table = table.append_column("layer", links.scope["name"])
+    table = table.append_column("layer_kind", links.scope["scope_kind"])
+    keep = pc.and_(batch["linkable"], passes.is_forward_op(batch, batch["scope_kind"]))
     return table.filter(keep)
 
 
@@ -566,7 +624,9 @@ def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, writ
             "category": joined["category"],
             "device_id": pc.cast(joined["device_id"], pa.int32()),
             **{c: joined[c] for c in KERNEL_COLUMNS},
-            "iteration": _iteration_of(source, joined["launch_ts_ns"].combine_chunks())})
+            "iteration": _iteration_of(source, joined["launch_ts_ns"].combine_chunks()),
+            "layer_kind": joined["layer_kind"], "pass": joined["pass"],
+            "layer_status": pc.fill_null(joined["layer_status"], "no_launch")})
         _flag_orphans(table, source)
         if ends is not None:
             merge_window_ends(ends, window_ends(table))
@@ -581,6 +641,8 @@ KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "ext
                   "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "registers_per_thread", "shared_memory_bytes", "bytes", "launch_event_id",
                   "op_event_id", "op_name", "layer"]
+# after iteration (and the columns other arguments add): the kernels' layer_kind, pass and
+# layer_status (passes.py)
 
 
 def _flag_orphans(batch: pa.Table, source: _Source) -> None:

@@ -38,7 +38,7 @@ Anomaly = tuple[str, int | None, str]
 
 FIELDS_FILE = Path(__file__).with_name("fields.toml")
 ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_thread",
-               "shared_memory_bytes", "bytes")
+               "shared_memory_bytes", "bytes", "sequence_number", "fwd_thread_id")
 MEMORY_COLUMNS = ("memory_total_allocated", "memory_total_reserved", "memory_bytes",
                   "memory_device_id", "memory_device_type")  # [memory] events' args
 DIM_COLUMNS = ("grid", "block")
@@ -724,6 +724,7 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
         "registers_per_thread": ints["registers_per_thread"],
         "shared_memory_bytes": ints["shared_memory_bytes"], "bytes": ints["bytes"],
         **{c: ints[c] for c in MEMORY_COLUMNS},
+        "sequence_number": ints["sequence_number"], "fwd_thread_id": ints["fwd_thread_id"],
     })
 
 

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from etl.extract.kineto.reader import (MEMORY_COLUMNS, Anomaly, SliceText, decode_slice,
                                        field_map)
+from etl.extract.kineto import passes
 from etl.extract.rawio import read_slice
 from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times,
                                       complete_span, gpu_work_activities, split_begin_end)
@@ -121,23 +122,21 @@ def _write(table: pa.Table, path: Path) -> None:
 
 
 def _with_link_flags(host: pa.Table) -> pa.Table:
-    """Add is_op, is_layer, is_launch and linkable (see etl/link.py for the rules)."""
+    """Add is_op, is_layer, is_launch, linkable, scope_kind and is_mark (see etl/link.py and
+    passes.py for the rules)."""
     names, cats = host["name"], host["category"]
-    step = _is_step_name(names)
-    spec = field_map()["layers"]
-    is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])), pc.invert(step))
-    module = pc.and_(pc.equal(cats, "python_function"),
-                     pc.starts_with(names, spec["module_prefix"]))
-    annotation = pc.and_(pc.is_in(cats, pa.array(spec["annotation_categories"])),
-                         pc.and_(pc.invert(step), pc.greater(pc.utf8_length(names), 0)))
+    is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])),
+                    pc.invert(_is_step_name(names)))
+    kinds = passes.scope_kinds(host)
     launch_cats = [c for c, e in field_map()["categories"].items() if e.get("launch")]
     linkable = pc.and_(pc.and_(pc.equal(host["ph"], "X"), pc.is_valid(host["ts_ns"])),
                        pc.greater_equal(host["dur_ns"], 0))
-    flags = {"is_op": is_op, "is_layer": pc.or_(module, annotation),
-             "is_launch": pc.is_in(cats, pa.array(launch_cats)), "linkable": linkable}
+    flags = {"is_op": is_op, "is_layer": pc.is_valid(kinds),
+             "is_launch": pc.is_in(cats, pa.array(launch_cats)), "linkable": linkable,
+             "is_mark": passes.is_mark(kinds)}
     for column, values in flags.items():
         host = host.append_column(column, pc.fill_null(values, False))
-    return host
+    return host.append_column("scope_kind", kinds)
 
 
 def _is_step_name(names: pa.ChunkedArray | pa.Array) -> pa.Array:

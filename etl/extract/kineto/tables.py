@@ -17,12 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl import link
+from etl.extract.kineto import passes
 from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.reader import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
 HOST_COLUMNS = ["event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
-                "correlation_id", "external_id"]
+                "correlation_id", "external_id", "sequence_number", "fwd_thread_id"]
 
 
 @dataclass
@@ -276,12 +277,13 @@ def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Tabl
     timed = h_ts_ok & h_dur_ok & (host["ph"].to_numpy(zero_copy_only=False) == "X")
     steps = _steps(host, h_ts, h_dur, timed)
     host_iter = link.assign_iterations(steps[0], steps[1], steps[2], h_ts, h_ts_ok)
-    links = _host_links(host, h_ts, h_ts + np.where(h_dur_ok, h_dur, 0), timed)
+    kinds = passes.scope_kinds(host)
+    links = _host_links(host, h_ts, h_ts + np.where(h_dur_ok, h_dur, 0), timed, kinds)
     for row in links.overlaps:
         anomalies.append(("overlapping_events", int(host["event_id"][row].as_py()),
                           "starts inside an enclosing event on its thread but ends after it"))
-    host_t = _host_table(host, links, host_iter)
-    kern_t = _kernel_table(host, gpu, links, host_iter, anomalies)
+    host_t = _host_table(host, links, host_iter, kinds)
+    kern_t = _kernel_table(host, gpu, links, host_iter, anomalies, kinds, timed & (h_dur >= 0))
     record = None if order is None else _record_end(order, host, gpu)
     iters = _iteration_table(host, steps, base, record, kern_t)
     calls = host["name"].take(pa.array(_launch_rows(host)))
@@ -305,26 +307,23 @@ def _steps(host: pa.Table, ts: np.ndarray, dur: np.ndarray,
 
 
 def _host_links(host: pa.Table, start: np.ndarray, end: np.ndarray,
-                timed: np.ndarray) -> link.HostLinks:
+                timed: np.ndarray, kinds: Any) -> link.HostLinks:
     thread = np.asarray(pc.dictionary_encode(thread_keys(host)).combine_chunks().indices)
-    cats = host["category"].to_pylist()
-    names = host["name"].to_pylist()
-    layer_spec = field_map()["layers"]
-    step_re = re.compile(field_map()["steps"]["pattern"])
-    # step markers are cpu_ops in older traces; they are iterations, never the op of a kernel
-    is_op = np.array([c in ("cpu_op", "Operator") and not (n and step_re.match(n))
-                      for c, n in zip(cats, names)], dtype=bool)
-    is_layer = np.array([_is_layer(c, n, layer_spec, step_re) for c, n in zip(cats, names)],
-                        dtype=bool)
-    return link.link_host(thread, start, end, timed, is_op, is_layer)
+    return link.link_host(thread, start, end, timed, _is_op(host), _np_bools(pc.is_valid(kinds)),
+                          _np_bools(passes.is_mark(kinds)))
 
 
-def _is_layer(cat: str | None, name: str | None, spec: dict[str, Any], step_re: Any) -> bool:
-    if not name:
-        return False
-    if cat == "python_function":
-        return name.startswith(spec["module_prefix"])
-    return cat in spec["annotation_categories"] and not step_re.match(name)
+def _is_op(host: pa.Table) -> np.ndarray:
+    """cpu_ops but step markers (cpu_ops in older traces: iterations, never a kernel's op)."""
+    step = pc.fill_null(pc.match_substring_regex(host["name"], field_map()["steps"]["pattern"]),
+                        False)
+    return _np_bools(pc.and_(pc.is_in(host["category"], pa.array(["cpu_op", "Operator"])),
+                             pc.invert(step)))
+
+
+def _np_bools(values: Any) -> np.ndarray:
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _opt(values: np.ndarray) -> pa.Array:
@@ -332,20 +331,33 @@ def _opt(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.int64(), mask=values == link.NONE)
 
 
-def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray) -> pa.Table:
+def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray,
+                kinds: Any) -> pa.Table:
     ids = np.asarray(host["event_id"].combine_chunks())
     parent = np.where(links.parent == link.NONE, link.NONE, ids[np.maximum(links.parent, 0)])
+    own = _np_bools(pc.is_valid(kinds)) | _is_op(host)
+    inside = own | (links.op != link.NONE) | (links.layer != link.NONE)
     return pa.table({
         "event_id": host["event_id"], "category": host["category"], "name": host["name"],
         "ts_ns": host["ts_ns"], "dur_ns": host["dur_ns"], "pid": host["pid"],
         "tid": host["tid"], "correlation_id": host["correlation_id"],
         "external_id": host["external_id"], "parent_event_id": _opt(parent),
-        "iteration": _opt(iteration),
+        "iteration": _opt(iteration), "sequence_number": host["sequence_number"],
+        "fwd_thread_id": host["fwd_thread_id"],
+        "pass": passes.passes(_mark_kinds(kinds, links.mark), pa.array(inside)),
     })
 
 
+def _mark_kinds(kinds: Any, mark: np.ndarray) -> Any:
+    """Scope kind of each row's innermost mark; a marked row is its own, linked or not."""
+    kinds = kinds.combine_chunks() if isinstance(kinds, pa.ChunkedArray) else kinds
+    of_mark = kinds.take(pa.array(np.maximum(mark, 0), pa.int64(), mask=mark == link.NONE))
+    own = pc.if_else(passes.is_mark(kinds), kinds, pa.scalar(None, pa.string()))
+    return pc.coalesce(of_mark, own)
+
+
 def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_iter: np.ndarray,
-                  anomalies: list[Anomaly]) -> pa.Table:
+                  anomalies: list[Anomaly], kinds: Any, linkable: np.ndarray) -> pa.Table:
     launch_rows = _launch_rows(host)
     h_corr, h_corr_ok = _np(host["correlation_id"])
     g_corr, g_corr_ok = _np(gpu["correlation_id"])
@@ -356,8 +368,10 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
         anomalies.append(("duplicate_correlation", int(ids[row]),
                           "a second launch call with the same correlation id; the first is used"))
     _flag_orphans(gpu, launch, anomalies)
-    op_row, layer_row = _at(links.op, launch), _at(links.layer, launch)
+    op_row = _at(links.op, launch)
     names = host["name"].combine_chunks()
+    layers = _launch_layers(host, links, kinds, sel, linkable).take(
+        pa.array(_position_in(sel, launch), pa.int64(), mask=launch == link.NONE))
     return pa.table({
         "kernel_id": gpu["event_id"], "kind": gpu["kind"], "category": gpu["category"],
         "device_id": pc.cast(gpu["device_id"], pa.int32()), "stream_id": gpu["stream_id"],
@@ -368,11 +382,54 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
         "launch_event_id": _opt(_at(ids, launch)),
         "op_event_id": _opt(_at(ids, op_row)),
         "op_name": _take_names(names, op_row),
-        "layer": _take_names(names, layer_row),
+        "layer": layers["layer"],
         "iteration": _opt(_at(host_iter, launch)),
+        "layer_kind": layers["layer_kind"], "pass": layers["pass"],
+        "layer_status": pc.fill_null(layers["layer_status"], "no_launch"),
     })
 
 
+def _position_in(rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Position in `rows` (sorted) of each wanted row (0 where absent)."""
+    return np.minimum(np.searchsorted(rows, wanted), max(len(rows) - 1, 0))
+
+
+def _scope_columns(host: pa.Table, kinds: Any, rows: np.ndarray) -> pa.Table:
+    """name, scope_kind, sequence_number and pid of the host rows `rows` (NULL for NONE)."""
+    columns = pa.table({"name": host["name"], "scope_kind": kinds,
+                        "sequence_number": host["sequence_number"], "pid": host["pid"]})
+    return columns.take(pa.array(np.maximum(rows, 0), pa.int64(), mask=rows == link.NONE))
+
+
+def _launch_layers(host: pa.Table, links: link.HostLinks, kinds: Any, rows: np.ndarray,
+                   linkable: np.ndarray) -> pa.Table:
+    """layer, layer_kind, pass and layer_status of the launch calls `rows` (in that order),
+    by passes.RESOLVE over the launches and forward ops, as the pipeline resolves them."""
+    import duckdb
+
+    scope = _scope_columns(host, kinds, links.layer)
+    backward = pc.fill_null(pc.equal(scope["scope_kind"], passes.BACKWARD), False)
+    inside = pa.array((links.op != link.NONE) | (links.layer != link.NONE))
+    everything = pa.table({
+        "event_id": host["event_id"],
+        "layer": pc.if_else(backward, pa.scalar(None, pa.string()), scope["name"]),
+        "layer_kind": scope["scope_kind"],
+        "pass": passes.passes(_mark_kinds(kinds, links.mark), inside),
+        "pid": scope["pid"], "backward_seq": scope["sequence_number"], "row": np.arange(
+            host.num_rows)})
+    launches = everything.take(pa.array(rows, pa.int64()))
+    forward = pa.table({c: host[c] for c in ("pid", "tid", "sequence_number", "ts_ns",
+                                              "event_id")}).append_column(
+        "layer", scope["name"]).append_column("layer_kind", scope["scope_kind"]).filter(
+        pc.and_(pa.array(linkable), passes.is_forward_op(host, kinds)))
+    con = duckdb.connect()
+    try:
+        con.register("launches", launches)
+        con.register("forward", forward)
+        found = passes.resolve_layers(con, "launches", "forward").to_arrow_table()
+    finally:
+        con.close()
+    return found.sort_by("row")
 def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """values[rows] where rows != NONE, else NONE (also when there are no host events)."""
     if len(values) == 0:

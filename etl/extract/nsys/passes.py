@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
+from etl.extract.layer_columns import no_autograd_columns, with_layer_columns
 from etl.extract.nsys.spill import CATEGORIES, GPU_FILE, HOST_FILE, NVTX_FILE, Names
 
 if TYPE_CHECKING:
@@ -229,7 +230,8 @@ class Context:
             "correlation_id": batch["corr"],
             "external_id": pa.nulls(n, pa.int64()),
             "parent_event_id": pa.array(parent, pa.int64(), mask=parent == link.NONE),
-            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE),
+            **no_autograd_columns(n)})
 
 
 # ---- pass 3 ------------------------------------------------------------------------
@@ -264,6 +266,7 @@ def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context
             "kind": joined["kind"], "category": joined["category"],
             "device_id": joined["device_id"], **{c: joined[c] for c in KERNEL_COLUMNS},
             "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+        table = with_layer_columns(table, "nvtx", None)  # NVTX ranges: no passes
         orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.invert(pa.array(found)))
         orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
         write(table)

@@ -108,13 +108,15 @@ def _float(text: Any) -> float | None:
 def _kernels(rows: list[dict[str, Any]], source_id: int) -> Any:
     import pyarrow as pa
 
+    from etl.extract.layer_columns import with_layer_columns
+
     n = len(rows)
 
     def col(name: str, type_: pa.DataType) -> pa.Array:
         return pa.array([r.get(name) for r in rows], type_)
 
     i64 = pa.int64()
-    return pa.table({
+    table = pa.table({
         "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n),
         "rank": pa.nulls(n, pa.int32()), "kernel_id": col("kernel_id", i64),
         "kind": col("kind", pa.string()), "category": col("kind", pa.string()),
@@ -127,6 +129,7 @@ def _kernels(rows: list[dict[str, Any]], source_id: int) -> Any:
         "launch_event_id": pa.nulls(n, i64), "op_event_id": pa.nulls(n, i64),
         "op_name": pa.nulls(n, pa.string()), "layer": pa.nulls(n, pa.string()),
         "iteration": pa.nulls(n, i64)})
+    return with_layer_columns(table, "nvtx", None)
 
 
 def _devices(rows: list[dict[str, Any]], source_id: int, gpu_override: str | None) -> Any:

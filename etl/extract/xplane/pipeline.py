@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from etl import link
 from etl.errors import InputError
+from etl.extract.layer_columns import no_autograd_columns, with_layer_columns
 from etl.extract.trace_role import PipelineOptions, Sinks, SourceInfo
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.xplane.decode import (Space, Stats, field_map, plane_kind, read_events,
@@ -258,7 +259,8 @@ def _write_host(c: Collector, parent: np.ndarray, iteration: np.ndarray, source_
             "correlation_id": _optional(host.numpy("correlation_id")[part]),
             "external_id": pa.nulls(part.stop - part.start, pa.int64()),
             "parent_event_id": _optional(parent_id[part]),
-            "iteration": _optional(iteration[part])})
+            "iteration": _optional(iteration[part]),
+            **no_autograd_columns(part.stop - part.start)})
         sinks.host_events(_context(table, source_id))
 
 
@@ -298,7 +300,8 @@ def _write_kernels(c: Collector, launch: np.ndarray, innermost_op: np.ndarray,
                     "op_name": c.strings.column(op_name[part]),
                     "layer": c.strings.column(layer[part]),
                     "iteration": _optional(iteration[part])}
-        sinks.kernels(_context(pa.table(columns), source_id))
+        sinks.kernels(_context(with_layer_columns(pa.table(columns), "name_scope",
+                                                  field_map()["passes"]), source_id))
 
 
 def _names_from_ops(c: Collector, op_row: np.ndarray) -> tuple[Any, Any]:
