@@ -309,13 +309,16 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
     """Stream every trace of the run into the writers; small tables are returned."""
     import pyarrow as pa
 
-    from etl.extract.trace_role import Sinks
+    from etl.extract.trace_role import Sinks, with_optional_columns
     from etl.kernel_types import with_kernel_types
 
     def write_kernels(batch: pa.Table) -> None:  # every format's kernels get their types
-        writers["kernels"].write(with_kernel_types(batch))
+        writers["kernels"].write(with_kernel_types(with_optional_columns(batch, "kernels")))
 
-    sinks = Sinks(writers["host_events"].write, write_kernels,
+    def write_host(batch: pa.Table) -> None:
+        writers["host_events"].write(with_optional_columns(batch, "host_events"))
+
+    sinks = Sinks(write_host, write_kernels,
                   writers["anomalies"].write, writers["host_events"].flush,
                   lambda name, rows: writers[name].write(rows))
     sources: list[Source] = []

@@ -29,6 +29,14 @@ def comment_statements(views: list[View]) -> list[str]:
     return statements
 
 
+def relation_comments() -> list[str]:
+    """Comments of the catalog relations (etl/gpu_peaks.py)."""
+    from etl.gpu_peaks import RELATION_DOCS
+
+    return [s for name, (doc, columns) in RELATION_DOCS.items()
+            for s in _comments(name, doc, columns)]
+
+
 def _table_comments(table: str) -> list[str]:
     schema = table_schema(table)
     docs = {c.name: c.description + (f" Unit: {c.unit}." if c.unit else "")

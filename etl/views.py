@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etl.errors import EtlError
+from etl.gpu_peaks import RELATION_DOCS
 from etl.resources import data_dir
 from etl.schema import TABLES, table_schema
 
@@ -215,7 +216,7 @@ def order_views(views: list[View]) -> list[View]:
     """Topological order by parsed dependencies; unknown tables and cycles fail."""
     by_name = {v.name: v for v in views}
     stable = stable_names(views)
-    known = set(TABLES) | set(by_name) | set(stable)
+    known = set(TABLES) | set(by_name) | set(stable) | set(RELATION_DOCS)
     ordered: list[View] = []
     state: dict[str, str] = {}
 
@@ -384,10 +385,14 @@ def checked_views() -> list[View]:
 
 
 def all_statements(warehouse: Warehouse) -> Statements:
-    from etl.view_comments import comment_statements
+    from etl.view_comments import comment_statements, relation_comments
+
+    from etl.gpu_peaks import relation_selects
 
     views = checked_views()
-    statements = []
+    # the catalog relations first: views that read them bind when they are created
+    statements = [f"CREATE OR REPLACE VIEW {name} AS {select}"
+                  for name, select in relation_selects().items()]
     stable = stable_names(views)
     for view in views:
         statements.append(f"CREATE OR REPLACE VIEW {view.name} AS\n{view.select}")
@@ -397,7 +402,7 @@ def all_statements(warehouse: Warehouse) -> Statements:
     macro_docs = [f"COMMENT ON MACRO {name} IS {_sql_string(doc)}"
                   for name, doc in MACRO_DOCS.items()]
     return Statements([*ROOT_MACROS, *(table_view_sql(t) for t in TABLES)], statements,
-                      comment_statements(views) + macro_docs)
+                      comment_statements(views) + macro_docs + relation_comments())
 
 
 # Commit straight into warehouse.duckdb by a checkpoint, never through a WAL file: DuckDB
@@ -414,12 +419,13 @@ def inputs_fingerprint() -> str:
     schemas, the modules that write them; not the warehouse's path, which they do not
     hold): checked at every query, so it must cost far less than rendering and parsing
     every view."""
-    from etl import schema, view_comments
+    from etl import gpu_peaks, schema, view_comments
     from etl.schema import SCHEMA_DIR
 
     digest = hashlib.sha256()
     sources = [*sorted(SQL_DIR.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
-               Path(__file__), Path(schema.__file__), Path(view_comments.__file__)]
+               Path(__file__), Path(schema.__file__), Path(view_comments.__file__),
+               Path(gpu_peaks.__file__), gpu_peaks.CATALOG]
     for path in sources:
         digest.update(b"\0" + str(path.relative_to(SQL_DIR.parent.parent)).encode() + b"\0")
         digest.update(path.read_bytes())

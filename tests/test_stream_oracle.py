@@ -51,7 +51,24 @@ def _row(i: int, ev: dict[str, Any]) -> dict[str, Any]:
         ok = isinstance(value, list) and len(value) == 3
         for axis, suffix in enumerate("xyz"):
             row[f"{dim}_{suffix}"] = value[axis] if ok else None
-    return row
+    return row | _naive_op_and_kernel_args(args)
+
+
+def _naive_op_and_kernel_args(args: dict[str, Any]) -> dict[str, Any]:
+    """The operator and kernel args of fields.toml [arg_types] (and flops), as their
+    columns define them."""
+    def number(key: str) -> float | None:
+        return None if args.get(key) is None else float(args[key])
+
+    dims = args.get("Input Dims")
+    occupancy = number("est. achieved occupancy %")
+    return {"flops": args.get("flops"),
+            "est_achieved_occupancy_share": None if occupancy is None else occupancy / 100,
+            "blocks_per_sm": number("blocks per SM"), "warps_per_sm": number("warps per SM"),
+            "input_dims": None if dims is None else json.dumps(dims, separators=(",", ":")),
+            "input_types": args.get("Input type"),
+            "call_stack": args.get("Call stack") or None,
+            "module_hierarchy": args.get("Module Hierarchy") or None}
 
 
 def _ns(value: Any) -> int | None:

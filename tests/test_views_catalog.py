@@ -8,6 +8,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from etl.gpu_peaks import RELATION_DOCS
 from etl.schema import TABLES, table_schema
 from etl.views import discover, stable_names
 from tests.conftest import cli, kernel, launch, step, write_trace
@@ -35,6 +36,8 @@ def expected_docs() -> dict[str, tuple[str, dict[str, str]]]:
         docs[table] = (f"{schema.description} Grain: {schema.grain}.", {
             c.name: c.description + (f" Unit: {c.unit}." if c.unit else "")
             for c in schema.columns})
+    for name, (doc, columns) in RELATION_DOCS.items():  # the catalogs (etl/gpu_peaks.py)
+        docs[name] = (doc, dict(columns))
     for view in views:
         docs[view.name] = (view.doc, dict(view.column_docs))
         if newest[view.stable] == view.name:

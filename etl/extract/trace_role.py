@@ -111,3 +111,26 @@ class TraceResult:
     remarks: list[tuple[str, str]] = field(default_factory=list)
     # how its times map to UTC; None: the reader does not say (ingest: clock_of_times)
     clock: TraceClock | None = None
+
+
+# Columns only some trace formats fill (kineto_json's operator and kernel args); a reader
+# that has no such values leaves them out and the ingest adds them as NULL, so each reader
+# names only what its format says (schemas/ says, per format, which fill them).
+OPTIONAL_COLUMNS = {
+    "host_events": ("input_dims", "input_types", "flops", "call_stack", "module_hierarchy"),
+    "kernels": ("est_achieved_occupancy_share", "blocks_per_sm", "warps_per_sm"),
+}
+
+
+def with_optional_columns(table: pa.Table, name: str) -> pa.Table:
+    """`table` (rows of table `name`) with its missing OPTIONAL_COLUMNS as NULL."""
+    import pyarrow as pa
+
+    from etl.schema import table_schema
+
+    schema = table_schema(name).arrow()
+    for column in OPTIONAL_COLUMNS.get(name, ()):
+        if column not in table.column_names:
+            kind = schema.field(column).type
+            table = table.append_column(pa.field(column, kind), pa.nulls(table.num_rows, kind))
+    return table

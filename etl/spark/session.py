@@ -44,7 +44,7 @@ def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str]) -
                              f"--warehouse {warehouse}` first")
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
-    names = register_tables(spark, target)
+    names = register_tables(spark, target) + register_catalogs(spark)
     for name, select in view_statements(checked_views(), "spark"):
         spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS\n{select}")
         names.append(name)
@@ -64,6 +64,18 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
         keep = ids if table == "runs" or segments else None
         table_frame(spark, warehouse, table, folders, keep).createOrReplaceTempView(table)
     return list(TABLES)
+
+
+def register_catalogs(spark: SparkSession) -> list[str]:
+    """The catalog relations (etl/gpu_peaks.py) as TEMP views, in Spark SQL."""
+    import sqlglot
+
+    from etl.gpu_peaks import relation_selects
+
+    for name, select in relation_selects().items():
+        spark_select = sqlglot.transpile(select, read="duckdb", write="spark")[0]
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS {spark_select}")
+    return list(relation_selects())
 
 
 def snapshot(warehouse: Warehouse) -> list[tuple[str, Path]]:

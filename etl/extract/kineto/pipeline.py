@@ -46,7 +46,8 @@ from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span,
                                            spill_table, spill_text)
 from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
                                             window_ends)
-from etl.extract.kineto.tables import (NO_GPU_ACTIVITY, BeginEndSweep, Step, _anomaly_table,
+from etl.extract.kineto.tables import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS, NO_GPU_ACTIVITY,
+                                      BeginEndSweep, Step, _anomaly_table,
                                       _devices_table, gpu_work_calls, iterations_table,
                                       no_gpu_activity, thread_keys)
 
@@ -381,7 +382,7 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
 _SORTED_HOST = """
 SELECT event_id, category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id,
        is_op, is_layer, is_launch, linkable, sequence_number, fwd_thread_id, scope_kind,
-       is_mark
+       is_mark, {host_args}
 FROM read_parquet({files})
 ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_ns DESC,
          event_id
@@ -394,7 +395,8 @@ def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOpt
     from their forward ops (passes.py). Returns the launch calls kept."""
     con = _duckdb(spill, options.threads)
     try:
-        reader = con.execute(_SORTED_HOST.format(files=_files(spill, "host"))
+        reader = con.execute(_SORTED_HOST.format(files=_files(spill, "host"),
+                                                 host_args=", ".join(HOST_ARG_COLUMNS))
                              ).to_arrow_reader(options.chunk_rows)
         rows = _link_stream(reader, spill, source, write)
         _resolve_launch_layers(con, spill)
@@ -550,7 +552,7 @@ def _opt(values: np.ndarray) -> pa.Array:
 
 def _host_rows(batch: pa.Table, links: _Links, source: _Source) -> pa.Table:
     table = batch.select(["event_id", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
-                          "correlation_id", "external_id"])
+                          "correlation_id", "external_id", *HOST_ARG_COLUMNS])
     table = table.append_column("parent_event_id", _opt(links.parent))
     table = table.append_column("iteration", _iteration_of(source, batch["ts_ns"]
                                                            .combine_chunks()))
@@ -640,7 +642,7 @@ def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, writ
 KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "external_id",
                   "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "registers_per_thread", "shared_memory_bytes", "bytes", "launch_event_id",
-                  "op_event_id", "op_name", "layer"]
+                  "op_event_id", "op_name", "layer", *KERNEL_ARG_COLUMNS]
 # after iteration (and the columns other arguments add): the kernels' layer_kind, pass and
 # layer_status (passes.py)
 

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from etl.errors import InputError
 from etl.extract.registry import NotThisFormat
+from etl.extract.kineto.arg_values import arg_array, arg_kinds, decoder_field, raw_texts
 from etl.extract.jsonslice import ArraySlicer, Malformed, NotStreamable, Truncated
 from etl.extract.rawio import BlockReader, read_all
 from etl.extract.timeconv import us_texts_to_ns
@@ -74,6 +75,9 @@ def _event_fields() -> list[tuple[str, Any, Any]]:
         # cpu_ops carry grid "grid(100,)"), so one odd field never forces the slow path
         kind = (list[int] | str) if column in DIM_COLUMNS else (int | str)
         for n, key in enumerate(keys):
+            if column in arg_kinds():
+                arg_fields.append((f"{column}__{n}", *decoder_field(arg_kinds()[column], key)))
+                continue
             spec = msgspec.field(default=None, name=key)
             arg_fields.append((f"{column}__{n}", kind | None, spec))
     args = msgspec.defstruct("Args", arg_fields, gc=False)  # acyclic: skip GC tracking
@@ -532,12 +536,18 @@ def _arg_columns(args: list[Any]) -> dict[str, list[Any]]:
     present = [a if a is not None else empty for a in args]
     out = {}
     for column, keys in aliases.items():
-        values = list(map(operator.attrgetter(f"{column}__0"), present))
+        values = _arg_values(present, column, 0)
         for n in range(1, len(keys)):
-            other = map(operator.attrgetter(f"{column}__{n}"), present)
+            other = _arg_values(present, column, n)
             values = [v if v is not None else o for v, o in zip(values, other)]
         out[column] = values
     return out
+
+
+def _arg_values(args: list[Any], column: str, n: int) -> list[Any]:
+    """The values of spelling n of `column` (raw JSON arguments as text, None if absent)."""
+    values = list(map(operator.attrgetter(f"{column}__{n}"), args))
+    return raw_texts(values) if arg_kinds().get(column) == "json" else values
 
 
 @cache
@@ -659,6 +669,8 @@ def _normalised_args(cols: SourceColumns, anomalies: list[Anomaly]
     args: dict[str, list[Any]] = {}
     arrays: dict[str, pa.Array] = {}
     for column, values in cols.args.items():
+        if column in arg_kinds():
+            continue  # arg_values.py makes their columns
         array = _as_arrow(column, values) if cols.typed else None
         if array is None:
             args[column] = _normalise_arg(column, values, cols.event_id, anomalies)
@@ -710,7 +722,7 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     args, arrays = _normalised_args(cols, anomalies)
     grid, block = (_dims(c, args[c], ids, anomalies, arrays.get(c)) for c in DIM_COLUMNS)
     ints = {c: _int_column(c, args[c], ids, anomalies, arrays.get(c))
-            for c in ARG_COLUMNS + MEMORY_COLUMNS}
+            for c in (*ARG_COLUMNS, *MEMORY_COLUMNS, "flops")}
     return pa.table({
         "event_id": pa.array(ids, pa.int64()), "ph": _strings(cols.ph),
         "category": _strings(cols.cat), "name": _strings(cols.name),
@@ -723,8 +735,9 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
         "block_x": block[0], "block_y": block[1], "block_z": block[2],
         "registers_per_thread": ints["registers_per_thread"],
         "shared_memory_bytes": ints["shared_memory_bytes"], "bytes": ints["bytes"],
-        **{c: ints[c] for c in MEMORY_COLUMNS},
+        **{c: ints[c] for c in MEMORY_COLUMNS}, "flops": ints["flops"],
         "sequence_number": ints["sequence_number"], "fwd_thread_id": ints["fwd_thread_id"],
+        **{c: arg_array(c, cols.args[c], ids, anomalies, cols.typed) for c in arg_kinds()},
     })
 
 

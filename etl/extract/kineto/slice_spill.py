@@ -25,7 +25,7 @@ from etl.extract.kineto.reader import (MEMORY_COLUMNS, Anomaly, SliceText, decod
                                        field_map)
 from etl.extract.kineto import passes
 from etl.extract.rawio import read_slice
-from etl.extract.kineto.tables import (HOST_COLUMNS, Step, _classify, _flag_times,
+from etl.extract.kineto.tables import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, _classify, _flag_times,
                                       complete_span, gpu_work_activities, split_begin_end)
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
@@ -76,7 +76,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     if not paired:
         _flag_times(base, summary.anomalies)
     host = _with_link_flags(base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host))))
-    gpu = base.take(pa.array(np.flatnonzero(is_gpu))).append_column(
+    gpu = base.drop_columns(HOST_ARG_COLUMNS).take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
     summary.steps = _steps(host)
     summary.span = complete_span(base)

@@ -22,8 +22,12 @@ from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.reader import KinetoTrace, field_map
 
 Anomaly = tuple[str, int | None, str]
+# arguments only operators / only kernels carry (fields.toml [args])
+HOST_ARG_COLUMNS = ["input_dims", "input_types", "flops", "call_stack", "module_hierarchy"]
+KERNEL_ARG_COLUMNS = ["est_achieved_occupancy_share", "blocks_per_sm", "warps_per_sm"]
 HOST_COLUMNS = ["event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
-                "correlation_id", "external_id", "sequence_number", "fwd_thread_id"]
+                "correlation_id", "external_id", "sequence_number", "fwd_thread_id",
+                *HOST_ARG_COLUMNS]
 
 
 @dataclass
@@ -248,11 +252,19 @@ def _flag_pairs(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> Non
     _flag_contradictions(begin, end, anomalies)
 
 
+def _comparable(column: Any) -> Any:
+    """A column Arrow can compare: a list of strings (input_types) joined into one."""
+    if pa.types.is_list(column.type):
+        return pc.binary_join(column, "\x1f")
+    return column
+
+
 def _flag_contradictions(begin: pa.Table, end: pa.Table, anomalies: list[Anomaly]) -> None:
     differs: dict[int, list[str]] = {}
     for column in ["name", *(c for c in begin.column_names if c not in _NOT_ARGS)]:
         both = pc.and_(pc.is_valid(begin[column]), pc.is_valid(end[column]))
-        unequal = pc.and_(both, pc.not_equal(begin[column], end[column]))
+        unequal = pc.and_(both, pc.not_equal(_comparable(begin[column]),
+                                             _comparable(end[column])))
         for event_id in end["event_id"].filter(unequal).to_pylist():
             differs.setdefault(event_id, []).append(column)
     for event_id, columns in sorted(differs.items()):
@@ -342,7 +354,8 @@ def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray,
         "ts_ns": host["ts_ns"], "dur_ns": host["dur_ns"], "pid": host["pid"],
         "tid": host["tid"], "correlation_id": host["correlation_id"],
         "external_id": host["external_id"], "parent_event_id": _opt(parent),
-        "iteration": _opt(iteration), "sequence_number": host["sequence_number"],
+        "iteration": _opt(iteration), **{c: host[c] for c in HOST_ARG_COLUMNS},
+        "sequence_number": host["sequence_number"],
         "fwd_thread_id": host["fwd_thread_id"],
         "pass": passes.passes(_mark_kinds(kinds, links.mark), pa.array(inside)),
     })
@@ -378,7 +391,8 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
         "name": gpu["name"], "ts_ns": gpu["ts_ns"], "dur_ns": gpu["dur_ns"],
         "correlation_id": gpu["correlation_id"], "external_id": gpu["external_id"],
         **{c: gpu[c] for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                               "registers_per_thread", "shared_memory_bytes", "bytes")},
+                               "registers_per_thread", "shared_memory_bytes", "bytes",
+                               *KERNEL_ARG_COLUMNS)},
         "launch_event_id": _opt(_at(ids, launch)),
         "op_event_id": _opt(_at(ids, op_row)),
         "op_name": _take_names(names, op_row),
