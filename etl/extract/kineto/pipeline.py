@@ -218,9 +218,6 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     for summary in summaries:
         span = merge_span(span, summary.span)
     clock = kineto_clock(info.base_time_ns, span, info.truncated)
-    if clock.reason:
-        source.anomalies.append(("clock_unmapped", None, f"{clock.reason}; monitor samples "
-                                 "cannot be placed in its iterations (iterations.clock)"))
     anomalies = _anomaly_table(source.anomalies, source_id)
     sinks.anomalies(anomalies)
     devices = sorted({d for s in summaries for d in s.devices})
