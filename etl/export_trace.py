@@ -3,7 +3,9 @@
 One trace source (rank), chosen with --source or the run's only one, is written as the
 PyTorch profiler writes it, so that `etl ingest` reads it back to the same kernels and the
 same gpu_utilization (a run of several ranks: one trace, a process per rank's host and per
-rank's GPU, `write_merged`; `split_merged` gives back the per-rank files):
+rank's GPU, `write_merged`; `split_merged` gives back the per-rank files). `export_folder`
+writes a run folder instead, one such file per rank and the run's run.toml, that `etl
+ingest` reads back as the same run's ranks. Each file holds:
 - host events (complete events, `ph: X`) with their category, pid, tid, External id and
   correlation, as in the source;
 - GPU activities on pid = device, tid = stream, with device, stream, correlation, grid,
@@ -12,9 +14,10 @@ rank's GPU, `write_merged`; `split_merged` gives back the per-rank files):
 - counter tracks (`ph: C`, which readers of this tool skip): gpu_util of each iteration on
   its device, from the window's start to the next;
 - metadata names for the GPU processes and streams.
-Times are written in µs with three decimals, exactly the stored integer ns. What the
-warehouse does not keep (flow arrows, other args, the profiler's base time) is not
-written. Monitor samples are not in the warehouse yet and so not exported.
+Times are written in µs with three decimals, exactly the stored integer ns, and the
+source's baseTimeNanoseconds (iterations.utc_offset_ns of a base_time clock) in the header,
+so the times map to the same wall clock. What the warehouse does not keep (flow arrows,
+other args) is not written. Monitor samples are not in the warehouse yet and so not exported.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from etl.errors import EtlError
+from etl.runfolder import RUN_TOML
 
 if TYPE_CHECKING:
     import duckdb
@@ -172,6 +176,11 @@ def _header(con: duckdb.DuckDBPyConnection, run_id: str, source: int) -> dict[st
         header["deviceProperties"] = properties
     if rank is not None:
         header["distributedInfo"] = {"rank": rank}
+    (base_time,) = con.execute(
+        "SELECT any_value(utc_offset_ns) FROM iterations WHERE run_id = ? AND source_id = ? "
+        "AND clock = 'base_time'", [run_id, source]).fetchone() or (None,)
+    if base_time is not None:  # else ts are µs since 1970 (clock epoch), or unmapped
+        header["baseTimeNanoseconds"] = base_time
     return header
 
 
@@ -208,14 +217,19 @@ def write_trace(con: duckdb.DuckDBPyConnection, run: str, out: IO[str],
     _check_iteration(con, run, run_id, sources, iteration)
     if len(sources) > 1:
         return write_merged(con, run, run_id, sources, out, iteration)
-    [source_id] = sources
-    header = json.dumps(_header(con, run_id, source_id))
+    return _write_source(con, run, run_id, sources[0], out, iteration)
+
+
+def _write_source(con: duckdb.DuckDBPyConnection, run: str, run_id: str, source: int,
+                  out: IO[str], iteration: int | None) -> int:
+    """One trace source as the profiler wrote it; the number of events."""
+    header = json.dumps(_header(con, run_id, source))
     out.write(header[:-1] + ', "traceEvents": [\n')
     count = 0
-    for part in (_metadata(con, run_id, source_id),
-                 _host_events(con, run_id, source_id, iteration),
-                 _gpu_events(con, run_id, source_id, iteration),
-                 _counters(con, run, source_id, iteration)):
+    for part in (_metadata(con, run_id, source),
+                 _host_events(con, run_id, source, iteration),
+                 _gpu_events(con, run_id, source, iteration),
+                 _counters(con, run, source, iteration)):
         for text in part:
             out.write(("," if count else "") + text + "\n")
             count += 1
@@ -314,12 +328,73 @@ def export_trace(warehouse: str | os.PathLike[str], run: str, path: Path,
     from etl.api import connect
 
     con = connect(warehouse)
+    try:
+        return _write_atomic(path, lambda out: write_trace(con, run, out, iteration, source))
+    finally:
+        con.close()
+
+
+def export_folder(warehouse: str | os.PathLike[str], run: str, folder: Path,
+                  iteration: int | None = None, source: int | None = None
+                  ) -> dict[Path, int]:
+    """Write the run as a run folder that `etl ingest FOLDER` reads back: one Kineto file
+    per trace source (rank) and the run's run.toml verbatim, so the ingested run has the
+    same ranks, kernels, gpu_utilization and dimensions. The events written, by file."""
+    from etl.api import connect
+
+    con = connect(warehouse)
+    try:
+        run_id, sources = _sources(con, run, source)
+        _check_iteration(con, run, run_id, sources, iteration)
+        names = _file_names({s: _header(con, run_id, s) for s in sources})
+        (run_toml,) = con.execute("SELECT run_toml FROM runs WHERE run_id = ?",
+                                  [run_id]).fetchone() or (None,)
+        _check_folder(folder, [*names.values(), RUN_TOML])
+        folder.mkdir(parents=True, exist_ok=True)
+        written = {folder / name: _write_atomic(folder / name, _source_writer(
+            con, run, run_id, s, iteration)) for s, name in names.items()}
+    finally:
+        con.close()
+    if run_toml is not None:
+        _write_atomic(folder / RUN_TOML, lambda out: out.write(run_toml))
+    return written
+
+
+
+def _source_writer(con: duckdb.DuckDBPyConnection, run: str, run_id: str, source: int,
+                   iteration: int | None) -> Callable[[IO[str]], int]:
+    return lambda out: _write_source(con, run, run_id, source, out, iteration)
+
+
+def _file_names(headers: dict[int, dict[str, Any]]) -> dict[int, str]:
+    """`rank<R>.pt.trace.json` when every source has its own rank (as torch names them),
+    else `source<N>.pt.trace.json`: two files must never share a name."""
+    ranks = {s: h.get("distributedInfo", {}).get("rank") for s, h in headers.items()}
+    known = None not in ranks.values() and len(set(ranks.values())) == len(ranks)
+    return {s: f"rank{ranks[s]}.pt.trace.json" if known else f"source{s}.pt.trace.json"
+            for s in headers}
+
+
+def _check_folder(folder: Path, names: list[str]) -> None:
+    """Refuse a folder whose other files `etl ingest` would read as part of the run."""
+    if folder.exists() and not folder.is_dir():
+        raise EtlError(f"{folder}: not a folder; name a new or empty folder (DIR/) or a "
+                       ".json file")
+    others = sorted(p.name for p in folder.iterdir() if p.name not in names) \
+        if folder.is_dir() else []
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise EtlError(f"{folder}: holds other files ({shown}) that `etl ingest` would read "
+                       "as part of the run; export into a new or empty folder")
+
+
+def _write_atomic(path: Path, write: Callable[[IO[str]], int]) -> int:
+    """`write` into a temporary file beside `path`, then rename it to `path`."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8") as out:
-            count = write_trace(con, run, out, iteration, source)
+            count = write(out)
         tmp.replace(path)
     finally:
-        con.close()
         tmp.unlink(missing_ok=True)
     return count
