@@ -642,7 +642,8 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
     host and per rank's GPU ("rank 1 GPU 0"); a run of one rank (or --source N) is its file
     as the profiler wrote it. Into a folder (-o DIR/), each rank is its own Kineto file
     beside the run's run.toml: `etl ingest DIR` reads it back as a run named DIR with the
-    same ranks, kernels, gpu_utilization and dimensions (the folder must hold nothing else).
+    same ranks, kernels, gpu_utilization and dimensions (the folder must hold nothing else;
+    a TensorFlow run's kernels come back without their op and layer).
 
     \b
     Example:

@@ -13,7 +13,12 @@ ingest` reads back as the same run's ranks. Each file holds:
   its levels in `args` ("ncu smsp_active_util", ...);
 - counter tracks (`ph: C`, which readers of this tool skip): gpu_util of each iteration on
   its device, from the window's start to the next;
-- metadata names for the GPU processes and streams.
+- metadata names for the GPU processes and streams;
+- a `ProfilerStep#N` user_annotation per iteration of a source read from another format
+  (nsys NVTX ranges, TensorFlow steps), whose own markers Kineto does not read as steps.
+A TensorFlow (xplane) run comes back with the same kernels and gpu_utilization, but its
+kernels without op, layer and iteration: xplane links them to ops by name, and the trace
+has no launch events to link them by correlation.
 Times are written in µs with three decimals, exactly the stored integer ns, and the
 source's baseTimeNanoseconds (iterations.utc_offset_ns of a base_time clock) in the header,
 so the times map to the same wall clock. What the warehouse does not keep (flow arrows,
@@ -84,6 +89,34 @@ def _host_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
             fields = {"ph": "X", "cat": category, "name": name, "pid": place("host", _pid(pid)),
                       "tid": _pid(tid), "args": args}
             yield _event(fields, ts, dur if dur is not None else 0)
+
+
+def _step_markers(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
+                  iteration: int | None, place: Place = _same) -> Iterator[str]:
+    """A `ProfilerStep#N` user_annotation over each iteration whose marker the Kineto
+    reader would not find among the host events: a source read from another format
+    (an nsys NVTX range, a TensorFlow step) would otherwise come back as one whole-trace
+    window. Placed on the source's busiest host thread; a Kineto source gets none."""
+    from etl.extract.kineto.reader import field_map
+
+    categories = field_map()["steps"]["categories"]
+    missing = con.execute(
+        "SELECT i.iteration, i.start_ns, i.end_ns FROM iterations AS i WHERE i.run_id = ? "
+        f"AND i.source_id = ? AND i.boundary <> 'whole_trace'{_filter(iteration, 'i')} "
+        "AND NOT EXISTS (SELECT 1 FROM host_events AS h WHERE h.run_id = i.run_id AND "
+        "h.source_id = i.source_id AND list_contains(?, h.category) AND h.name = "
+        "'ProfilerStep#' || i.iteration) ORDER BY i.start_ns",
+        [run_id, source, categories]).fetchall()
+    if not missing:
+        return
+    (pid, tid), = con.execute(
+        "SELECT pid, tid FROM host_events WHERE run_id = ? AND source_id = ? GROUP BY ALL "
+        "ORDER BY count(*) DESC, pid, tid LIMIT 1", [run_id, source]).fetchall() or [(0, 0)]
+    for number, start, end in missing:
+        fields = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}",
+                  "pid": place("host", _pid(pid)), "tid": _pid(tid),
+                  "args": {"etl": "iteration window of the source"}}
+        yield _event(fields, start, end - start)
 
 
 def _gpu_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
@@ -227,6 +260,7 @@ def _write_source(con: duckdb.DuckDBPyConnection, run: str, run_id: str, source:
     out.write(header[:-1] + ', "traceEvents": [\n')
     count = 0
     for part in (_metadata(con, run_id, source),
+                 _step_markers(con, run_id, source, iteration),
                  _host_events(con, run_id, source, iteration),
                  _gpu_events(con, run_id, source, iteration),
                  _counters(con, run, source, iteration)):
@@ -272,6 +306,7 @@ def write_merged(con: duckdb.DuckDBPyConnection, run: str, run_id: str, sources:
     for s in sources:
         place, who = placement.of(s), _who(headers[s], s)
         for part in (_metadata(con, run_id, s, place, f"{who} "),
+                     _step_markers(con, run_id, s, iteration, place),
                      _host_events(con, run_id, s, iteration, place),
                      _gpu_events(con, run_id, s, iteration, place),
                      _counters(con, run, s, iteration, place)):

@@ -148,6 +148,33 @@ def test_folder_of_ranks_ingests_back_as_the_same_run(demo: Path) -> None:
     assert fetch(demo / "wh4", DIMENSIONS, "ddp_copy")[0][1:3] == ("amp", 64)
 
 
+def steps_in(doc: dict) -> list[tuple[str, str]]:
+    return [(e["cat"], e["name"]) for e in doc["traceEvents"]
+            if e.get("name", "").startswith("ProfilerStep#")]
+
+
+def test_steps_of_another_format_come_back_as_kineto_markers(demo: Path) -> None:
+    """nsys marks steps with NVTX ranges, which the Kineto reader does not read as steps:
+    the export adds one ProfilerStep#N user_annotation per iteration, and only then."""
+    out = demo / "copies" / "nsys_copy"
+    result = cli("export-trace", "resnet_amp_nsys", "--warehouse", str(demo / "wh"), "-o",
+                 f"{out}/")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((out / "source0.pt.trace.json").read_text())
+    assert sorted(steps_in(doc)) == sorted(
+        [("nvtx", f"ProfilerStep#{i}") for i in range(5)]
+        + [("user_annotation", f"ProfilerStep#{i}") for i in range(5)])
+    ingest = cli("ingest", str(out), "--warehouse", str(demo / "wh5"))
+    assert ingest.returncode == 0, ingest.stderr
+    original = fetch(demo / "wh", KERNELS, "resnet_amp_nsys")
+    assert len(original) == 200 and {r[9] for r in original} == set(range(5))
+    assert fetch(demo / "wh5", KERNELS, "nsys_copy") == original
+    util = fetch(demo / "wh", UTIL, "resnet_amp_nsys")
+    assert len(util) == 5 and fetch(demo / "wh5", UTIL, "nsys_copy") == util
+    kineto = export(demo, "resnet_amp_eager", demo / "steps" / "trace.json")
+    assert steps_in(kineto) == [("cpu_op", f"ProfilerStep#{i}") for i in range(1, 6)]
+
+
 def test_folder_export_refuses_a_folder_with_other_files(demo: Path) -> None:
     out = demo / "busy"
     out.mkdir()
