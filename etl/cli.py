@@ -627,30 +627,39 @@ def _short_number(value: Any) -> Any:
 @click.option("--iteration", type=int, default=None,
               help="Only this iteration's host events, GPU activities and counter.")
 @click.option("--source", type=int, default=None,
-              help="Only this trace source (rank's file); by default all of them, a run of "
-              "several ranks in one trace with a process per rank.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("trace.json"), show_default=True, help="JSON file to write.")
+              help="Only this trace source (rank's file); by default all of them.")
+@click.option("-o", "--output", default="trace.json", show_default=True,
+              help="A .json file to write, or a folder (an existing one, or a name ending "
+              "in /) to write as a run folder: one rankR.pt.trace.json per rank "
+              "(sourceN.pt.trace.json when the trace names no rank) and the run's run.toml.")
 def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: int | None,
-                 output: Path) -> None:
+                 output: str) -> None:
     """Write a run's timeline as Chrome trace JSON (open it in Perfetto UI or
     chrome://tracing): host events and GPU activities as in the source, each matched
     kernel's ncu levels in its args, and a gpu_util counter per iteration.
 
-    `etl ingest` reads the file of one source back to the same kernels and gpu_utilization.
-    A run of several ranks is written as one trace with a process per rank's host and per
-    rank's GPU ("rank 1 GPU 0"); `etl.export_trace.split_merged` gives back the per-rank
-    files.
+    Into a file, a run of several ranks is one trace to look at, with a process per rank's
+    host and per rank's GPU ("rank 1 GPU 0"); a run of one rank (or --source N) is its file
+    as the profiler wrote it. Into a folder (-o DIR/), each rank is its own Kineto file
+    beside the run's run.toml: `etl ingest DIR` reads it back as a run named DIR with the
+    same ranks, kernels, gpu_utilization and dimensions (the folder must hold nothing else;
+    a TensorFlow run's kernels come back without their op and layer).
 
     \b
     Example:
       etl export-trace resnet_amp_eager -o amp.json
-      etl export-trace resnet_amp_ddp -o ddp.json
+      etl export-trace resnet_amp_ddp -o ddp.json          # all ranks, one timeline
+      etl export-trace resnet_amp_ddp -o ddp_copy/ && etl ingest ddp_copy/
       etl export-trace resnet_amp_ddp --source 1 --iteration 3 -o rank1-step3.json
     """
-    from etl.export_trace import export_trace as export
+    from etl.export_trace import export_folder, export_trace as export
 
-    count = export(warehouse_dir, run, output, iteration, source)
+    if output.endswith(("/", os.sep)) or Path(output).is_dir():
+        for path, count in export_folder(warehouse_dir, run, Path(output), iteration,
+                                         source).items():
+            click.echo(f"wrote {path} ({count} events)")
+        return
+    count = export(warehouse_dir, run, Path(output), iteration, source)
     click.echo(f"wrote {output} ({count} events)")
 
 

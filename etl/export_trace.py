@@ -3,7 +3,9 @@
 One trace source (rank), chosen with --source or the run's only one, is written as the
 PyTorch profiler writes it, so that `etl ingest` reads it back to the same kernels and the
 same gpu_utilization (a run of several ranks: one trace, a process per rank's host and per
-rank's GPU, `write_merged`; `split_merged` gives back the per-rank files):
+rank's GPU, `write_merged`; `split_merged` gives back the per-rank files). `export_folder`
+writes a run folder instead, one such file per rank and the run's run.toml, that `etl
+ingest` reads back as the same run's ranks. Each file holds:
 - host events (complete events, `ph: X`) with their category, pid, tid, External id and
   correlation, as in the source;
 - GPU activities on pid = device, tid = stream, with device, stream, correlation, grid,
@@ -11,10 +13,16 @@ rank's GPU, `write_merged`; `split_merged` gives back the per-rank files):
   its levels in `args` ("ncu smsp_active_util", ...);
 - counter tracks (`ph: C`, which readers of this tool skip): gpu_util of each iteration on
   its device, from the window's start to the next;
-- metadata names for the GPU processes and streams.
-Times are written in µs with three decimals, exactly the stored integer ns. What the
-warehouse does not keep (flow arrows, other args, the profiler's base time) is not
-written. Monitor samples are not in the warehouse yet and so not exported.
+- metadata names for the GPU processes and streams;
+- a `ProfilerStep#N` user_annotation per iteration of a source read from another format
+  (nsys NVTX ranges, TensorFlow steps), whose own markers Kineto does not read as steps.
+A TensorFlow (xplane) run comes back with the same kernels and gpu_utilization, but its
+kernels without op, layer and iteration: xplane links them to ops by name, and the trace
+has no launch events to link them by correlation.
+Times are written in µs with three decimals, exactly the stored integer ns, and the
+source's baseTimeNanoseconds (iterations.utc_offset_ns of a base_time clock) in the header,
+so the times map to the same wall clock. What the warehouse does not keep (flow arrows,
+other args) is not written. Monitor samples are not in the warehouse yet and so not exported.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from etl.errors import EtlError
+from etl.runfolder import RUN_TOML
 
 if TYPE_CHECKING:
     import duckdb
@@ -80,6 +89,34 @@ def _host_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
             fields = {"ph": "X", "cat": category, "name": name, "pid": place("host", _pid(pid)),
                       "tid": _pid(tid), "args": args}
             yield _event(fields, ts, dur if dur is not None else 0)
+
+
+def _step_markers(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
+                  iteration: int | None, place: Place = _same) -> Iterator[str]:
+    """A `ProfilerStep#N` user_annotation over each iteration whose marker the Kineto
+    reader would not find among the host events: a source read from another format
+    (an nsys NVTX range, a TensorFlow step) would otherwise come back as one whole-trace
+    window. Placed on the source's busiest host thread; a Kineto source gets none."""
+    from etl.extract.kineto.reader import field_map
+
+    categories = field_map()["steps"]["categories"]
+    missing = con.execute(
+        "SELECT i.iteration, i.start_ns, i.end_ns FROM iterations AS i WHERE i.run_id = ? "
+        f"AND i.source_id = ? AND i.boundary <> 'whole_trace'{_filter(iteration, 'i')} "
+        "AND NOT EXISTS (SELECT 1 FROM host_events AS h WHERE h.run_id = i.run_id AND "
+        "h.source_id = i.source_id AND list_contains(?, h.category) AND h.name = "
+        "'ProfilerStep#' || i.iteration) ORDER BY i.start_ns",
+        [run_id, source, categories]).fetchall()
+    if not missing:
+        return
+    (pid, tid), = con.execute(
+        "SELECT pid, tid FROM host_events WHERE run_id = ? AND source_id = ? GROUP BY ALL "
+        "ORDER BY count(*) DESC, pid, tid LIMIT 1", [run_id, source]).fetchall() or [(0, 0)]
+    for number, start, end in missing:
+        fields = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{number}",
+                  "pid": place("host", _pid(pid)), "tid": _pid(tid),
+                  "args": {"etl": "iteration window of the source"}}
+        yield _event(fields, start, end - start)
 
 
 def _gpu_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
@@ -172,6 +209,11 @@ def _header(con: duckdb.DuckDBPyConnection, run_id: str, source: int) -> dict[st
         header["deviceProperties"] = properties
     if rank is not None:
         header["distributedInfo"] = {"rank": rank}
+    (base_time,) = con.execute(
+        "SELECT any_value(utc_offset_ns) FROM iterations WHERE run_id = ? AND source_id = ? "
+        "AND clock = 'base_time'", [run_id, source]).fetchone() or (None,)
+    if base_time is not None:  # else ts are µs since 1970 (clock epoch), or unmapped
+        header["baseTimeNanoseconds"] = base_time
     return header
 
 
@@ -208,14 +250,20 @@ def write_trace(con: duckdb.DuckDBPyConnection, run: str, out: IO[str],
     _check_iteration(con, run, run_id, sources, iteration)
     if len(sources) > 1:
         return write_merged(con, run, run_id, sources, out, iteration)
-    [source_id] = sources
-    header = json.dumps(_header(con, run_id, source_id))
+    return _write_source(con, run, run_id, sources[0], out, iteration)
+
+
+def _write_source(con: duckdb.DuckDBPyConnection, run: str, run_id: str, source: int,
+                  out: IO[str], iteration: int | None) -> int:
+    """One trace source as the profiler wrote it; the number of events."""
+    header = json.dumps(_header(con, run_id, source))
     out.write(header[:-1] + ', "traceEvents": [\n')
     count = 0
-    for part in (_metadata(con, run_id, source_id),
-                 _host_events(con, run_id, source_id, iteration),
-                 _gpu_events(con, run_id, source_id, iteration),
-                 _counters(con, run, source_id, iteration)):
+    for part in (_metadata(con, run_id, source),
+                 _step_markers(con, run_id, source, iteration),
+                 _host_events(con, run_id, source, iteration),
+                 _gpu_events(con, run_id, source, iteration),
+                 _counters(con, run, source, iteration)):
         for text in part:
             out.write(("," if count else "") + text + "\n")
             count += 1
@@ -258,6 +306,7 @@ def write_merged(con: duckdb.DuckDBPyConnection, run: str, run_id: str, sources:
     for s in sources:
         place, who = placement.of(s), _who(headers[s], s)
         for part in (_metadata(con, run_id, s, place, f"{who} "),
+                     _step_markers(con, run_id, s, iteration, place),
                      _host_events(con, run_id, s, iteration, place),
                      _gpu_events(con, run_id, s, iteration, place),
                      _counters(con, run, s, iteration, place)):
@@ -314,12 +363,73 @@ def export_trace(warehouse: str | os.PathLike[str], run: str, path: Path,
     from etl.api import connect
 
     con = connect(warehouse)
+    try:
+        return _write_atomic(path, lambda out: write_trace(con, run, out, iteration, source))
+    finally:
+        con.close()
+
+
+def export_folder(warehouse: str | os.PathLike[str], run: str, folder: Path,
+                  iteration: int | None = None, source: int | None = None
+                  ) -> dict[Path, int]:
+    """Write the run as a run folder that `etl ingest FOLDER` reads back: one Kineto file
+    per trace source (rank) and the run's run.toml verbatim, so the ingested run has the
+    same ranks, kernels, gpu_utilization and dimensions. The events written, by file."""
+    from etl.api import connect
+
+    con = connect(warehouse)
+    try:
+        run_id, sources = _sources(con, run, source)
+        _check_iteration(con, run, run_id, sources, iteration)
+        names = _file_names({s: _header(con, run_id, s) for s in sources})
+        (run_toml,) = con.execute("SELECT run_toml FROM runs WHERE run_id = ?",
+                                  [run_id]).fetchone() or (None,)
+        _check_folder(folder, [*names.values(), RUN_TOML])
+        folder.mkdir(parents=True, exist_ok=True)
+        written = {folder / name: _write_atomic(folder / name, _source_writer(
+            con, run, run_id, s, iteration)) for s, name in names.items()}
+    finally:
+        con.close()
+    if run_toml is not None:
+        _write_atomic(folder / RUN_TOML, lambda out: out.write(run_toml))
+    return written
+
+
+
+def _source_writer(con: duckdb.DuckDBPyConnection, run: str, run_id: str, source: int,
+                   iteration: int | None) -> Callable[[IO[str]], int]:
+    return lambda out: _write_source(con, run, run_id, source, out, iteration)
+
+
+def _file_names(headers: dict[int, dict[str, Any]]) -> dict[int, str]:
+    """`rank<R>.pt.trace.json` when every source has its own rank (as torch names them),
+    else `source<N>.pt.trace.json`: two files must never share a name."""
+    ranks = {s: h.get("distributedInfo", {}).get("rank") for s, h in headers.items()}
+    known = None not in ranks.values() and len(set(ranks.values())) == len(ranks)
+    return {s: f"rank{ranks[s]}.pt.trace.json" if known else f"source{s}.pt.trace.json"
+            for s in headers}
+
+
+def _check_folder(folder: Path, names: list[str]) -> None:
+    """Refuse a folder whose other files `etl ingest` would read as part of the run."""
+    if folder.exists() and not folder.is_dir():
+        raise EtlError(f"{folder}: not a folder; name a new or empty folder (DIR/) or a "
+                       ".json file")
+    others = sorted(p.name for p in folder.iterdir() if p.name not in names) \
+        if folder.is_dir() else []
+    if others:
+        shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+        raise EtlError(f"{folder}: holds other files ({shown}) that `etl ingest` would read "
+                       "as part of the run; export into a new or empty folder")
+
+
+def _write_atomic(path: Path, write: Callable[[IO[str]], int]) -> int:
+    """`write` into a temporary file beside `path`, then rename it to `path`."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8") as out:
-            count = write_trace(con, run, out, iteration, source)
+            count = write(out)
         tmp.replace(path)
     finally:
-        con.close()
         tmp.unlink(missing_ok=True)
     return count

@@ -42,6 +42,8 @@ KERNELS = ("SELECT kind, name, ts_ns, dur_ns, device_id, stream_id, correlation_
            "WHERE run_name = ? ORDER BY ALL")
 UTIL = ("SELECT iteration, window_start_ns, window_ns, busy_ns, gpu_util FROM gpu_utilization "
         "WHERE run_name = ? ORDER BY ALL")
+CLOCK = ("SELECT source_id, iteration, clock, utc_offset_ns FROM iterations JOIN runs USING "
+         "(run_id) WHERE run_name = ? ORDER BY ALL")
 
 
 def test_round_trip(demo: Path) -> None:
@@ -52,6 +54,9 @@ def test_round_trip(demo: Path) -> None:
     assert len(original) == 270
     assert fetch(demo / "wh2", KERNELS, "again") == original
     assert fetch(demo / "wh2", UTIL, "again") == fetch(demo / "wh", UTIL, "resnet_amp_eager")
+    clock = fetch(demo / "wh", CLOCK, "resnet_amp_eager")
+    assert {(c, base) for _s, _i, c, base in clock} == {("base_time", 1712188800000000000)}
+    assert fetch(demo / "wh2", CLOCK, "again") == clock
 
 
 def test_ncu_levels_and_counters(demo: Path) -> None:
@@ -116,6 +121,77 @@ def test_several_ranks_in_one_trace_round_trip(demo: Path) -> None:
     assert fetch(demo / "wh3", RANK_KERNELS, "again") == original
     assert fetch(demo / "wh3", RANK_UTIL, "again") == fetch(demo / "wh", RANK_UTIL,
                                                             "resnet_amp_ddp")
+
+
+DIMENSIONS = ("SELECT model, precision, batch_size, tags, run_toml FROM runs WHERE run_name = ?")
+ANOMALIES = ("SELECT kind, count(*) FROM anomalies JOIN runs USING (run_id) WHERE run_name = ? "
+             "GROUP BY kind ORDER BY kind")
+
+
+def test_folder_of_ranks_ingests_back_as_the_same_run(demo: Path) -> None:
+    out = demo / "copies" / "ddp_copy"
+    result = cli("export-trace", "resnet_amp_ddp", "--warehouse", str(demo / "wh"), "-o",
+                 f"{out}/")
+    assert result.returncode == 0, result.stderr
+    files = ["rank0.pt.trace.json", "rank1.pt.trace.json"]
+    assert sorted(p.name for p in out.iterdir()) == [*files, "run.toml"]
+    assert result.stdout.splitlines() == [
+        f"wrote {out / f} ({len(json.loads((out / f).read_text())['traceEvents'])} events)"
+        for f in files]
+    ingest = cli("ingest", str(out), "--warehouse", str(demo / "wh4"))
+    assert ingest.returncode == 0, ingest.stderr
+    original = fetch(demo / "wh", RANK_KERNELS, "resnet_amp_ddp")
+    assert len(original) == 550 and {r[0] for r in original} == {0, 1}
+    assert fetch(demo / "wh4", RANK_KERNELS, "ddp_copy") == original
+    for sql in (RANK_UTIL, CLOCK, DIMENSIONS, ANOMALIES):
+        assert fetch(demo / "wh4", sql, "ddp_copy") == fetch(demo / "wh", sql, "resnet_amp_ddp")
+    assert fetch(demo / "wh4", DIMENSIONS, "ddp_copy")[0][1:3] == ("amp", 64)
+
+
+def steps_in(doc: dict) -> list[tuple[str, str]]:
+    return [(e["cat"], e["name"]) for e in doc["traceEvents"]
+            if e.get("name", "").startswith("ProfilerStep#")]
+
+
+def test_steps_of_another_format_come_back_as_kineto_markers(demo: Path) -> None:
+    """nsys marks steps with NVTX ranges, which the Kineto reader does not read as steps:
+    the export adds one ProfilerStep#N user_annotation per iteration, and only then."""
+    out = demo / "copies" / "nsys_copy"
+    result = cli("export-trace", "resnet_amp_nsys", "--warehouse", str(demo / "wh"), "-o",
+                 f"{out}/")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((out / "source0.pt.trace.json").read_text())
+    assert sorted(steps_in(doc)) == sorted(
+        [("nvtx", f"ProfilerStep#{i}") for i in range(5)]
+        + [("user_annotation", f"ProfilerStep#{i}") for i in range(5)])
+    ingest = cli("ingest", str(out), "--warehouse", str(demo / "wh5"))
+    assert ingest.returncode == 0, ingest.stderr
+    original = fetch(demo / "wh", KERNELS, "resnet_amp_nsys")
+    assert len(original) == 200 and {r[9] for r in original} == set(range(5))
+    assert fetch(demo / "wh5", KERNELS, "nsys_copy") == original
+    util = fetch(demo / "wh", UTIL, "resnet_amp_nsys")
+    assert len(util) == 5 and fetch(demo / "wh5", UTIL, "nsys_copy") == util
+    kineto = export(demo, "resnet_amp_eager", demo / "steps" / "trace.json")
+    assert steps_in(kineto) == [("cpu_op", f"ProfilerStep#{i}") for i in range(1, 6)]
+
+
+def test_folder_export_refuses_a_folder_with_other_files(demo: Path) -> None:
+    out = demo / "busy"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    result = cli("export-trace", "resnet_amp_eager", "--warehouse", str(demo / "wh"), "-o",
+                 str(out))
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(f"{out}: holds other files (notes.txt) that `etl "
+                                          "ingest` would read as part of the run; export "
+                                          "into a new or empty folder")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    (out / "notes.txt").unlink()
+    again = [cli("export-trace", "resnet_amp_eager", "--warehouse", str(demo / "wh"), "-o",
+                 str(out)).returncode for _ in range(2)]
+    assert again == [0, 0]
+    assert sorted(p.name for p in out.iterdir()) == ["run.toml", "source0.pt.trace.json"]
 
 
 def test_errors_name_the_fix(demo: Path) -> None:
