@@ -187,17 +187,24 @@ def _numpy(column: Any, dtype: Any = np.int64) -> np.ndarray:
 
 def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
     """Calls with a correlation id: event_id, correlation_id, ts_ns (the session clock,
-    for the iteration), op_event_id, op_name, layer (kernel_join.LAUNCH_COLUMNS)."""
+    for the iteration), op_event_id, op_name, layer, layer_kind, pass, layer_status
+    (kernel_join.LAUNCH_COLUMNS)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     keep = pc.and_(pc.less(batch["category"], 2), pc.is_valid(batch["corr"]))
     n = batch.num_rows
     layer_codes = pa.array(layer, pa.int64(), mask=layer < 0)
+    layers = names.text(layer_codes)
+    has_layer = pc.is_valid(layers)
     table = pa.table({
         "event_id": batch["event_id"], "correlation_id": batch["corr"],
         "ts_ns": batch["start"], "op_event_id": pa.nulls(n, pa.int64()),
-        "op_name": pa.nulls(n, pa.string()), "layer": names.text(layer_codes)})
+        "op_name": pa.nulls(n, pa.string()), "layer": layers,
+        # what kernel_join carries for every format; emit() derives the same from the layer
+        "layer_kind": pc.if_else(has_layer, "nvtx", pa.scalar(None, pa.string())),
+        "pass": pa.nulls(n, pa.string()),
+        "layer_status": pc.if_else(has_layer, "enclosing_scope", "no_scope")})
     return table.filter(keep)
 
 
