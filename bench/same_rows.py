@@ -1,0 +1,88 @@
+"""Same rows? Every row of the given views, under this checkout's SQL and under a git revision's.
+
+A performance-only edit of a released view must not change its rows. For each warehouse,
+this script exports the base revision's code (`git archive REV` into a temporary folder),
+dumps each view's full output with that code and with this checkout's (each in a process of
+its own, whose `etl` package and sql/ are the tree's), and compares the two with EXCEPT ALL
+both ways (duplicates count). Prints one line per warehouse and view; exits 1 on a
+difference. Each dump recreates the views of warehouse.duckdb, which is the next query's
+job anyway.
+
+    python bench/same_rows.py --base ea66f52 --warehouse /tmp/demo-wh /tmp/corpus-wh
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BREAKDOWN = ("kernel_breakdown_v1", "temporal_breakdown_v1", "idle_breakdown_v1",
+             "comm_overlap_v1", "stragglers_v1", "launch_stats_v1", "queue_length_v1",
+             "memcpy_bandwidth_v1", "_type_spans_v1")
+
+DUMP = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import pyarrow.parquet as pq
+from etl.api import connect
+con = connect(sys.argv[2])
+con.execute("SET enable_progress_bar = false")
+for view in sys.argv[4:]:
+    pq.write_table(con.execute(f"SELECT * FROM {view}").to_arrow_table(),
+                   Path(sys.argv[3]) / f"{view}.parquet")
+"""
+
+
+def dump(code: Path, warehouse: Path, out: Path, views: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", DUMP, str(code), str(warehouse), str(out), *views],
+                   check=True, cwd=code,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+
+
+def differences(before: Path, after: Path) -> tuple[int, int, int]:
+    """Rows of `before`, rows only in `before`, rows only in `after` (EXCEPT ALL)."""
+    import duckdb
+
+    con = duckdb.connect()
+    a, b = f"read_parquet('{before}')", f"read_parquet('{after}')"
+    rows = con.execute(f"SELECT count(*) FROM {a}").fetchone()
+    lost = con.execute(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchone()
+    new = con.execute(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})").fetchone()
+    assert rows and lost and new
+    return rows[0], lost[0], new[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="git revision of the SQL before")
+    parser.add_argument("--warehouse", type=Path, nargs="+", required=True)
+    parser.add_argument("--views", nargs="+", default=list(BREAKDOWN))
+    args = parser.parse_args()
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        base.mkdir()
+        archive = subprocess.run(["git", "archive", args.base], cwd=ROOT, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+        for number, warehouse in enumerate(args.warehouse):
+            before, after = Path(tmp) / f"{number}-before", Path(tmp) / f"{number}-after"
+            dump(base, warehouse.resolve(), before, args.views)
+            dump(ROOT, warehouse.resolve(), after, args.views)
+            for view in args.views:
+                rows, lost, new = differences(before / f"{view}.parquet",
+                                              after / f"{view}.parquet")
+                failed |= bool(lost or new)
+                print(f"{warehouse} {view}: {rows} rows, {lost} only before, {new} only after",
+                      flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
