@@ -12,7 +12,7 @@ import pytest
 from etl.errors import InputError
 from etl.extract.nsys.stats_csv import ingest_gpu_trace
 from etl.extract.nsys.tables import ingest_sqlite, refuse_rep
-from etl.extract.trace_role import PipelineOptions, Sinks
+from etl.extract.trace_role import PipelineOptions, Sinks, TraceClock
 from tests.conftest import corpus_path
 
 RESNET = "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite"
@@ -139,3 +139,50 @@ def test_stats_csv_reads_kernels_without_launches() -> None:
         2482, 122, 81)
     assert {a["kind"] for a in got["anomalies"]} == {"kernel_without_launch", "clock_unaligned"}
     assert result.devices.to_pylist()[0]["name"] == "NVIDIA RTX A4500"
+
+
+def _tiny_export(path: Path, session_start: object) -> Path:
+    """One runtime call and its kernel, 1 µs apart; a session start row unless None."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'k');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 200, 7, 5, 1);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, shortName INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1100, 1600, 0, 7, 5, 2);
+    """)
+    if session_start is not None:
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?)", (session_start,))
+    con.commit()
+    con.close()
+    return path
+
+
+def test_the_reader_states_its_clock_from_the_session_start(tmp_path: Path) -> None:
+    start = 1_745_524_738_000_000_000
+    result, got = _ingest(_tiny_export(tmp_path / "t.sqlite", start))
+    assert result.clock == TraceClock("session_start", 0, None)
+    [kernel] = got["kernels"]
+    assert kernel["ts_ns"] == start + 1100   # UTC = source time + utc_offset_ns (0)
+    assert "anomalies" not in got or not any(a["kind"] == "clock_unaligned"
+                                              for a in got["anomalies"])
+
+
+@pytest.mark.parametrize("session_start,reason", [
+    (None, "no TARGET_INFO_SESSION_START_TIME"),
+    ("yesterday", "is not an integer number of ns"),
+    (1.5, "is not an integer number of ns")])
+def test_without_a_session_start_the_clock_is_unmapped(
+        tmp_path: Path, session_start: object, reason: str) -> None:
+    """Not guessed from the size of the times: unmapped, with the reason."""
+    result, got = _ingest(_tiny_export(tmp_path / "t.sqlite", session_start))
+    assert result.clock.kind == "unmapped" and result.clock.utc_offset_ns is None
+    assert reason in result.clock.reason
+    [kernel] = got["kernels"]
+    assert kernel["ts_ns"] == 1100           # the session clock, nothing added
+    [anomaly] = [a for a in got["anomalies"] if a["kind"] == "clock_unaligned"]
+    assert reason in anomaly["detail"]

@@ -2,8 +2,10 @@
 
 Times: nsys writes ns since the session start; every ts_ns here is mapped to the wall
 clock, ns since 1970 UTC = TARGET_INFO_SESSION_START_TIME.utcEpochNs + the export's
-time, so that monitor samples (gpu_samples) fall into the iteration windows. An export
-without a session start keeps the session clock, with an anomaly clock_unaligned.
+time, so that monitor samples (gpu_samples) fall into the iteration windows; the reader
+states that clock (TraceResult.clock session_start, offset 0). An export without a session
+start keeps the session clock: the clock unmapped with the reason, an anomaly
+clock_unaligned, and its GPU_METRICS samples without ts_ns.
 
 Rows, numbered together (event_id / kernel_id): runtime and driver calls, then NVTX
 ranges (host_events), then kernels, copies and sets (kernels). Links are etl/link.py's:
@@ -32,7 +34,7 @@ from etl.extract.nsys import EXPORT_COMMAND
 from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
-from etl.extract.trace_role import SourceInfo, TraceResult
+from etl.extract.trace_role import SourceInfo, TraceClock, TraceResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,12 +63,10 @@ def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: P
 def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Path,
             sinks: Sinks, options: PipelineOptions) -> TraceResult:
     names = Names(export.strings())
-    start_utc = export.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    start_utc, clock = session_clock(export)
     anomalies: list[tuple[str, int | None, str]] = []
-    if not isinstance(start_utc, int):
-        start_utc = 0
-        anomalies.append(("clock_unaligned", None, "no TARGET_INFO_SESSION_START_TIME: "
-                          "times stay ns since the session start, not wall clock"))
+    if clock.reason:
+        anomalies.append(("clock_unaligned", None, clock.reason))
     found_steps = StepRanges(step_patterns(options.step_pattern))
     spilled = spill_export(export, names, found_steps, spill, start_utc)
     if not spilled.has_activity_tables and not spilled.host_rows:
@@ -99,7 +99,23 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     gpu_names = [n for n in devices.column("name").to_pylist() if n]
     count = spilled.host_rows + spilled.gpu_rows
     return TraceResult(SourceInfo(count), iterations, devices, None, gpu_names,
-                       spilled.gpu_rows, len(anomalies))
+                       spilled.gpu_rows, len(anomalies), clock=clock)
+
+
+def session_clock(export: Export) -> tuple[int, TraceClock]:
+    """The session start (ns since 1970 UTC, added to every time the export writes) and
+    the clock the rows are then on, stated by the reader rather than guessed from the size
+    of its times (iterations.clock): session_start (offset 0, the times are UTC already)
+    or unmapped with the reason (the times stay ns since the session start)."""
+    start = export.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    if start is None:
+        return 0, TraceClock.unmapped("no TARGET_INFO_SESSION_START_TIME in the export: "
+                                      "times stay ns since the session start")
+    if not isinstance(start, int) or isinstance(start, bool):
+        return 0, TraceClock.unmapped(
+            f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {str(start)[:40]!r} is not an "
+            "integer number of ns: times stay ns since the session start")
+    return start, TraceClock("session_start", 0)
 
 
 def step_patterns(custom: str | None) -> list[re.Pattern[str]]:
