@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
-from etl.extract.nsys.spill import CATEGORIES, GPU_FILE, HOST_FILE, NVTX_FILE, Names
+from etl.extract.nsys.spill import (CATEGORIES, GPU_FILE, GPU_KINDS, HOST_FILE, NVTX_FILE,
+                                    Names)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -186,7 +187,8 @@ def _numpy(column: Any, dtype: Any = np.int64) -> np.ndarray:
 
 def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
     """Calls with a correlation id: event_id, correlation_id, ts_ns (the session clock,
-    for the iteration), op_event_id, op_name, layer (kernel_join.LAUNCH_COLUMNS)."""
+    for the iteration), op_event_id, op_name, layer (kernel_join.LAUNCH_COLUMNS; the
+    layer's name code, made a string in pass 3)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -196,7 +198,7 @@ def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
     table = pa.table({
         "event_id": batch["event_id"], "correlation_id": batch["corr"],
         "ts_ns": batch["start"], "op_event_id": pa.nulls(n, pa.int64()),
-        "op_name": pa.nulls(n, pa.string()), "layer": names.text(layer_codes)})
+        "op_name": pa.nulls(n, pa.string()), "layer": layer_codes})
     return table.filter(keep)
 
 
@@ -241,7 +243,7 @@ KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "ext
 
 
 def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context: Context,
-             write: Writer) -> list[int]:
+             names: Names, write: Writer) -> list[int]:
     """Pass 3: kernels with their launch, layer and iteration, written; returns the ids of
     kernels without a launch call, in order. Several launches with one correlation id:
     the first is used (not flagged, as before streaming)."""
@@ -258,12 +260,16 @@ def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context
         found = _numpy(launch_ts.is_valid(), bool)
         iteration = np.where(found, steps.iteration(_numpy(launch_ts.fill_null(0))),
                              link.NONE)
+        kind = pc.take(pa.array(GPU_KINDS), joined["kind"])
         table = pa.table({
             "source_id": pa.repeat(pa.scalar(context.source_id, pa.int32()), n),
             "rank": pa.nulls(n, pa.int32()), "kernel_id": joined["event_id"],
-            "kind": joined["kind"], "category": joined["category"],
-            "device_id": joined["device_id"], **{c: joined[c] for c in KERNEL_COLUMNS},
+            "kind": kind, "category": kind, "device_id": joined["device_id"],
+            **{c: joined[c] for c in KERNEL_COLUMNS},
+            "name": names.text(joined["name"]), "layer": _layer_names(joined["layer"], names),
             "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+        table = table.select(["source_id", "rank", "kernel_id", "kind", "category",
+                              "device_id", *KERNEL_COLUMNS, "iteration"])
         orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.invert(pa.array(found)))
         orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
         write(table)
@@ -271,3 +277,12 @@ def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context
     if gpu_rows:
         join_kernels(spill, gpu_rows, launch_rows, emit, [])
     return sorted(orphans)
+
+
+def _layer_names(layer: Any, names: Names) -> pa.Array:
+    """Layer names from the launches' codes (a string column when there was no launch)."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(layer.type):
+        return names.text(layer)
+    return layer.cast(pa.string())

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
+GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
 HOST_FILE, NVTX_FILE, GPU_FILE = "host.parquet", "nvtx.parquet", "gpu-000000.parquet"
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
 _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
@@ -40,6 +41,7 @@ class Names:
         self.ids = pa.array(list(strings), pa.int64())
         self.values = list(strings.values())
         self.extra: dict[str, int] = {}
+        self._array: pa.Array | None = None   # self.values as Arrow, while no text is added
 
     def of_ids(self, ids: pa.Array) -> pa.Array:
         """Codes of StringIds ids (NULL for an id StringIds lacks)."""
@@ -60,13 +62,22 @@ class Names:
         if text not in self.extra:
             self.extra[text] = len(self.values)
             self.values.append(text)
+            self._array = None
         return self.extra[text]
+
+    def codes_of(self, text: str, n: int) -> pa.Array:
+        """`n` codes of one text."""
+        import pyarrow as pa
+
+        return pa.repeat(pa.scalar(self._code(text), pa.int64()), n)
 
     def text(self, codes: pa.Array) -> pa.Array:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        return pc.take(pa.array(self.values, pa.string()), codes)
+        if self._array is None:
+            self._array = pa.array(self.values, pa.string())
+        return pc.take(self._array, codes)
 
     def lookup(self, ids: pa.Array) -> pa.Array:
         """StringIds values of `ids`."""
@@ -141,7 +152,7 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
     with SpillWriter(folder / GPU_FILE) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
-                gpu.write(_gpu_batch(batch, kind, names, found, offset))
+                gpu.write(_gpu_batch(batch, GPU_KINDS.index(kind), names, found, offset))
     return found
 
 
@@ -188,8 +199,10 @@ def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found
     return table
 
 
-def _gpu_batch(cols: dict[str, pa.Array], kind: str, names: Names, found: Spilled,
+def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: Spilled,
                offset: int) -> pa.Table:
+    """GPU rows with their kind (GPU_KINDS) and name as codes: strings are only made when
+    the joined rows are written (the spill, partitioning and join move integers)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -203,9 +216,9 @@ def _gpu_batch(cols: dict[str, pa.Array], kind: str, names: Names, found: Spille
             setattr(found, f"gpu_{key}", keep(getattr(found, f"gpu_{key}"), value))
     return pa.table({
         "event_id": pa.array(np.arange(first, first + n, dtype=np.int64)),
-        "kind": pa.repeat(pa.scalar(kind), n), "category": pa.repeat(pa.scalar(kind), n),
+        "kind": pa.repeat(pa.scalar(kind, pa.int8()), n),
         "device_id": cols["device"].cast(pa.int32()), "stream_id": cols["stream"],
-        "name": _activity_names(cols, kind, names),
+        "name": _activity_names(cols, GPU_KINDS[kind], names),
         "ts_ns": pc.add(cols["start"], offset),
         "dur_ns": pc.subtract(cols["end"], cols["start"]),
         "correlation_id": cols["correlation"], "external_id": pa.nulls(n, pa.int64()),
@@ -221,14 +234,16 @@ def _activity_names(cols: dict[str, pa.Array], kind: str, names: Names) -> pa.Ar
     import pyarrow.compute as pc
 
     if kind == "kernel":
-        return names.lookup(cols["name"])
+        return names.of_ids(cols["name"])
     if kind == "memset":
-        return pa.repeat(pa.scalar("[CUDA memset]"), len(cols["name"]))
+        return names.codes_of("[CUDA memset]", len(cols["name"]))
     copy_kinds = column_map()["copy_kinds"]
     ids = pa.array([int(k) for k in copy_kinds], pa.int64())
-    text = pa.array([f"[CUDA memcpy {v}]" for v in copy_kinds.values()])
-    return pc.fill_null(pc.take(text, pc.index_in(cols["copy_kind"], value_set=ids)),
-                        "[CUDA memcpy Unknown]")
+    codes = pa.array([names.codes_of(f"[CUDA memcpy {v}]", 1)[0].as_py()
+                      for v in copy_kinds.values()], pa.int64())
+    unknown = names.codes_of("[CUDA memcpy Unknown]", 1)[0]
+    return pc.fill_null(pc.take(codes, pc.index_in(cols["copy_kind"], value_set=ids)),
+                        unknown)
 
 
 def _least(a: int | None, b: Any) -> int:
@@ -250,7 +265,10 @@ class SpillWriter:
         import pyarrow.parquet as pq
 
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema, compression="lz4")
+            # plain and uncompressed: the file is read once, soon, from the page cache;
+            # lz4 and dictionaries cost 3x the write and 8x the read (bench/nsys_bench.py)
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="none",
+                                           use_dictionary=False)
         if table.num_rows:
             self.writer.write_table(table)
 

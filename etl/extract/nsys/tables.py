@@ -82,7 +82,8 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
                          options.chunk_rows, options.threads)
     sinks.end_of_host_events()
     release_memory()
-    orphans = join_gpu(spill, spilled.gpu_rows, launches, steps, context, sinks.kernels)
+    orphans = join_gpu(spill, spilled.gpu_rows, launches, steps, context, names,
+                       sinks.kernels)
     anomalies += [("kernel_without_launch", i, "no runtime or driver call with this "
                    "correlation id") for i in orphans]
     if steps.unpopped:
