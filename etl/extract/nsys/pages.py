@@ -232,14 +232,15 @@ def _values(flat: np.ndarray, at: np.ndarray, serial: np.ndarray, column: Column
 
 
 def _big_endian(flat: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """The `size` bytes at `at` as an unsigned big-endian number, a byte position at a
-    time (columns mostly hold 1 to 4 byte values)."""
-    raw = np.zeros(len(at), np.uint64)
-    for k in range(int(size.max()) if len(size) else 0):
-        more = k < size
-        byte = flat[at + k].astype(np.uint64)
-        raw = np.where(more, (raw << np.uint64(8)) | byte, raw)
-    return raw
+    """The `size` (0 to 8) bytes at `at` as an unsigned big-endian number: the 8 bytes
+    from `at` gathered at once (`flat` is padded past its end), read as one big-endian
+    word, and shifted right by the bytes that are not the value's."""
+    if len(at) == 0:
+        return np.zeros(0, np.uint64)
+    words = np.lib.stride_tricks.sliding_window_view(flat, 8)[at]
+    raw = words.view(">u8").reshape(-1).astype(np.uint64)
+    unused = ((8 - size) * 8).astype(np.uint64)
+    return np.where(size > 0, raw >> np.minimum(unused, np.uint64(63)), np.uint64(0))
 
 
 def _signed(raw: np.ndarray, size: np.ndarray, serial: np.ndarray) -> np.ndarray:
