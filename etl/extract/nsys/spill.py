@@ -1,10 +1,11 @@
-"""Pass 1 of the nsys reader: the export's tables, batch by batch, spilled to Parquet.
+"""Pass 1 of the nsys reader: the export's tables, batch by batch, spilled.
 
 Host rows (runtime and driver calls, then NVTX ranges) and GPU activities (kernels,
 copies, sets) are numbered in that order, as the export lists them, and written to the
-spill folder with their names as codes (host) or strings (GPU). What must be known of
-the whole source before linking stays in memory and is small: the step ranges, the span,
-the device ids.
+spill folder with their names as codes: host rows to Parquet (DuckDB sorts them), GPU
+rows straight into the join's partitions by correlation id (Arrow IPC, parts/<k>/), so
+pass 3 never reads them back to split them. What must be known of the whole source
+before linking stays in memory and is small: the step ranges, the span, the device ids.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 
 CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
 GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
-HOST_FILE, NVTX_FILE, GPU_FILE = "host.parquet", "nvtx.parquet", "gpu-000000.parquet"
+HOST_FILE, NVTX_FILE, PARTS = "host.parquet", "nvtx.parquet", "parts"
+GPU_PART, LAUNCH_PART = "gpu.arrow", "launch.arrow"   # in PARTS/<k>/
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
 _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
@@ -129,11 +131,12 @@ class Spilled:
     gpu_end: int | None = None
     devices: set[int] = field(default_factory=set)
     has_activity_tables: bool = False
+    parts: int = 1          # join partitions (correlation id modulo parts)
 
 
 def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                  offset: int) -> Spilled:
-    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to gpu-000000.parquet."""
+    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to parts/<k>/gpu.arrow."""
     found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
                                             for t in export.tables))
     with SpillWriter(folder / HOST_FILE) as host:
@@ -149,11 +152,22 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
-    with SpillWriter(folder / GPU_FILE) as gpu:
+    found.parts = join_parts(export, found.host_rows)
+    with PartitionWriter(folder / PARTS, found.parts, GPU_PART) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
                 gpu.write(_gpu_batch(batch, GPU_KINDS.index(kind), names, found, offset))
     return found
+
+
+def join_parts(export: Export, calls: int) -> int:
+    """Partitions for pass 3, so that one holds about kernel_join.PART_ROWS GPU and launch
+    rows: the activity tables counted by SQLite (their b-trees' cell counts, ~0.15 s for
+    6 M rows), the launches at most the calls."""
+    from etl.extract.kineto import kernel_join
+
+    activities = sum(export.count(table) for table, _ in _ACTIVITIES)
+    return 1 + (activities + calls) // kernel_join.PART_ROWS
 
 
 def _types(*keys: str) -> dict[str, Any]:
@@ -278,3 +292,43 @@ class SpillWriter:
     def __exit__(self, *exc: object) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+class PartitionWriter:
+    """Rows written by correlation id modulo `parts` into folder/<k>/<name> (Arrow IPC:
+    cheap to write, memory-mapped when read). One partition keeps the rows' order; with
+    several, each keeps its rows' order."""
+
+    def __init__(self, folder: Path, parts: int, name: str) -> None:
+        self.paths = [folder / str(k) / name for k in range(parts)]
+        self.writers: list[Any] = [None] * parts
+
+    def write(self, table: pa.Table) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if len(self.paths) == 1:
+            self._write(0, table)
+            return
+        corr = np.asarray(pc.fill_null(table["correlation_id"], 0).to_numpy(), np.int64)
+        part = corr % len(self.paths)
+        order = np.argsort(part, kind="stable")
+        bounds = np.searchsorted(part[order], np.arange(len(self.paths) + 1))
+        for k in np.flatnonzero(np.diff(bounds)):
+            self._write(int(k), table.take(pa.array(order[bounds[k]:bounds[k + 1]])))
+
+    def _write(self, k: int, table: pa.Table) -> None:
+        import pyarrow as pa
+
+        if self.writers[k] is None:
+            self.paths[k].parent.mkdir(parents=True, exist_ok=True)
+            self.writers[k] = pa.ipc.new_file(str(self.paths[k]), table.schema)
+        self.writers[k].write_table(table)
+
+    def __enter__(self) -> PartitionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for writer in self.writers:
+            if writer is not None:
+                writer.close()

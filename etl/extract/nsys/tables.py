@@ -31,6 +31,7 @@ import numpy as np
 from etl.errors import InputError
 from etl.extract.kineto.kernel_join import release_memory
 from etl.extract.nsys import EXPORT_COMMAND
+from etl.extract.nsys.gpu_metrics import sample_batches
 from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
@@ -76,14 +77,13 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     steps = _steps(found_steps)
     link_end = steps.end.copy()
     if steps.unpopped:
-        close_last_step(steps, spill, options.threads)
+        close_last_step(steps, spill, spilled.parts)
     context = Context(source_id, start_utc)
-    launches = link_host(spill, names, steps, link_end, context, sinks.host_events,
-                         options.chunk_rows, options.threads)
+    link_host(spill, names, steps, link_end, context, sinks.host_events, options.chunk_rows,
+              options.threads, spilled.parts)
     sinks.end_of_host_events()
     release_memory()
-    orphans = join_gpu(spill, spilled.gpu_rows, launches, steps, context, names,
-                       sinks.kernels)
+    orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels)
     anomalies += [("kernel_without_launch", i, "no runtime or driver call with this "
                    "correlation id") for i in orphans]
     if steps.unpopped:
@@ -92,8 +92,8 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
             "last with the last GPU activity launched from it (work after the loop, if "
             "any, is counted in it)")))
     devices = _devices(export, spilled.devices, source_id, gpu_override)
-    samples = _gpu_metrics(export, source_id, start_utc)
-    if samples is not None:
+    for samples in sample_batches(export, source_id, start_utc if clock.reason is None
+                                  else None):
         sinks.table("gpu_samples", samples)
     sinks.anomalies(_anomaly_table(anomalies, source_id))
     iterations = _iteration_table(steps, spilled, source_id, np.int64(start_utc))
@@ -198,55 +198,6 @@ def _devices(export: Export, used: set[int], source_id: int, gpu_override: str |
                         ("memory_bytes", pa.int64()), ("properties_source", pa.string())])
     return pa.Table.from_pylist([{"source_id": source_id, "rank": None, **r} for r in out],
                                 schema=schema)
-
-
-def _gpu_metrics(export: Export, source_id: int, start_utc: int) -> pa.Table | None:
-    """GPU_METRICS (nsys --gpu-metrics-devices) → gpu_samples, values from % to ratios.
-    Layout from NVIDIA's export documentation (typeId's low byte is the GPU); the corpus
-    has no such export."""
-    import pyarrow as pa
-
-    if "GPU_METRICS" not in export.tables:
-        return None
-    i64 = pa.int64()
-    samples = export.read("GPU_METRICS", "gpu_metrics", {
-        "timestamp": i64, "type_id": i64, "metric_id": i64, "value": pa.float64()})
-    names = export.read("TARGET_INFO_GPU_METRICS", "gpu_metric_names", {
-        "type_id": i64, "metric_id": i64, "name": pa.string()})
-    by_id = {(t, m): n for t, m, n in zip(names["type_id"].to_pylist(),
-                                          names["metric_id"].to_pylist(),
-                                          names["name"].to_pylist())}
-    mapped = column_map()["gpu_metric_map"]
-    rows: dict[str, list[Any]] = {k: [] for k in ("i", "dev", "clock", "metric", "value",
-                                                  "unit", "reported")}
-    for i, (ts, type_id, metric_id, value) in enumerate(zip(
-            *(samples[k].to_pylist() for k in ("timestamp", "type_id", "metric_id", "value")))):
-        label = by_id.get((type_id, metric_id)) or f"metric {metric_id}"
-        base, _, unit_text = label.partition(" [")
-        percent = "%" in unit_text
-        rows["i"].append(i)
-        rows["dev"].append(type_id & 0xFF if type_id is not None else None)
-        rows["clock"].append(ts)
-        rows["metric"].append(mapped.get(base, base))
-        rows["value"].append(value / 100 if percent and value is not None else value)
-        rows["unit"].append("ratio" if percent else None)
-        rows["reported"].append(unit_text.rstrip("]") or None)
-    import pyarrow.compute as pc
-
-    n = len(rows["i"])
-    clock = pa.array(rows["clock"], i64)
-    return pa.table({
-        "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n),
-        "sample_index": pa.array(rows["i"], i64),
-        "device_index": pa.array(rows["dev"], pa.int32()),
-        "device_uuid": pa.nulls(n, pa.string()), "device_bus_id": pa.nulls(n, pa.string()),
-        "ts_ns": pc.add(clock, start_utc), "clock_ts_ns": clock,
-        "clock": pa.repeat(pa.scalar("session_start"), n),
-        "instrument": pa.repeat(pa.scalar("nsys"), n),
-        "metric": pa.array(rows["metric"], pa.string()),
-        "value": pa.array(rows["value"], pa.float64()),
-        "unit": pa.array(rows["unit"], pa.string()),
-        "reported_unit": pa.array(rows["reported"], pa.string())})
 
 
 def _anomaly_table(found: list[tuple[str, int | None, str]], source_id: int) -> pa.Table:
