@@ -96,8 +96,9 @@ def _first_launches_in(host: Path, window: tuple[int, int]) -> tuple[np.ndarray,
         return corr, start
     keys = np.unique(corr)
     first = np.full(len(keys), np.iinfo(np.int64).max)
+    wanted = pa_array(keys)
     for batch in _scan(host, ["corr", "event_id"]):
-        batch = batch.filter(pc.is_in(batch["corr"], value_set=pa_array(keys)))
+        batch = batch.filter(pc.is_in(batch["corr"], value_set=wanted))
         np.minimum.at(first, np.searchsorted(keys, _numpy(batch["corr"])),
                       _numpy(batch["event_id"]))
     keep = event_id == first[np.searchsorted(keys, corr)]
@@ -112,12 +113,13 @@ def _gpu_ends(spill: Path, parts: int, corr: np.ndarray, start: np.ndarray
     import pyarrow.compute as pc
 
     ends, launched = [], []
+    wanted = pa_array(corr)
     for k in range(parts):
         path = spill / PARTS / str(k) / GPU_PART
         if not path.exists():
             continue
         for batch in _ipc_batches(path, ["correlation_id", "end"]):
-            batch = batch.filter(pc.is_in(batch["correlation_id"], value_set=pa_array(corr)))
+            batch = batch.filter(pc.is_in(batch["correlation_id"], value_set=wanted))
             ends.append(_numpy(batch["end"].fill_null(0)))
             launched.append(start[np.searchsorted(corr, _numpy(batch["correlation_id"]))])
     return (np.concatenate(ends) if ends else np.zeros(0, np.int64),

@@ -25,6 +25,7 @@ CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
 GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
 HOST_FILE, NVTX_FILE, PARTS = "host.parquet", "nvtx.parquet", "parts"
 GPU_PART, LAUNCH_PART = "gpu.arrow", "launch.arrow"   # in PARTS/<k>/
+SCATTER_ROWS = 1 << 19    # rows split into partitions at once (~80 MB of GPU rows)
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
 _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
@@ -297,25 +298,40 @@ class SpillWriter:
 class PartitionWriter:
     """Rows written by correlation id modulo `parts` into folder/<k>/<name> (Arrow IPC:
     cheap to write, memory-mapped when read). One partition keeps the rows' order; with
-    several, each keeps its rows' order."""
+    several, each keeps its rows' order. Rows are gathered to SCATTER_ROWS before they
+    are split (one take, then slices), so that a partition gets few, large batches."""
 
     def __init__(self, folder: Path, parts: int, name: str) -> None:
         self.paths = [folder / str(k) / name for k in range(parts)]
         self.writers: list[Any] = [None] * parts
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
 
     def write(self, table: pa.Table) -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         if len(self.paths) == 1:
             self._write(0, table)
             return
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        if self.pending_rows >= SCATTER_ROWS:
+            self._scatter()
+
+    def _scatter(self) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not self.pending_rows:
+            return
+        table = pa.concat_tables(self.pending)
+        self.pending, self.pending_rows = [], 0
         corr = np.asarray(pc.fill_null(table["correlation_id"], 0).to_numpy(), np.int64)
         part = corr % len(self.paths)
         order = np.argsort(part, kind="stable")
         bounds = np.searchsorted(part[order], np.arange(len(self.paths) + 1))
+        grouped = table.take(pa.array(order))
+        del table
         for k in np.flatnonzero(np.diff(bounds)):
-            self._write(int(k), table.take(pa.array(order[bounds[k]:bounds[k + 1]])))
+            self._write(int(k), grouped.slice(bounds[k], bounds[k + 1] - bounds[k]))
 
     def _write(self, k: int, table: pa.Table) -> None:
         import pyarrow as pa
@@ -329,6 +345,10 @@ class PartitionWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for writer in self.writers:
-            if writer is not None:
-                writer.close()
+        try:
+            if exc[0] is None:
+                self._scatter()
+        finally:
+            for writer in self.writers:
+                if writer is not None:
+                    writer.close()
