@@ -21,7 +21,8 @@ import numpy as np
 
 from etl import link
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAUNCH_PART,
-                                    NVTX_FILE, PARTS, Names, PartitionWriter)
+                                    NVTX_FILE, PARTS, Names, PartitionWriter,
+                                    Partitioning)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,7 +61,7 @@ def _parquet(spill: Path, name: str) -> str | None:
 
 # ---- the last step of ranges never popped ------------------------------------------
 
-def close_last_step(steps: Steps, spill: Path, parts: int) -> None:
+def close_last_step(steps: Steps, spill: Path, parts: Partitioning) -> None:
     """The last step ends with the last GPU activity launched in it (its iteration: the
     steps as linked, the last one up to its recorded end), not at the capture's end.
     A GPU row's launch is the first call (lowest event id) with its correlation id."""
@@ -70,7 +71,7 @@ def close_last_step(steps: Steps, spill: Path, parts: int) -> None:
     corr, start = _first_launches_in(spill / HOST_FILE, window)
     if len(corr) == 0:
         return
-    ends, launched = _gpu_ends(spill, parts, corr, start)
+    ends, launched = _gpu_ends(spill, parts.parts, corr, start)
     ends = ends[steps.iteration(launched) == last]
     if len(ends):
         steps.end[-1] = max(int(ends.max()), int(steps.start[-1]))
@@ -169,8 +170,8 @@ FROM {nvtx} AS nvtx LEFT JOIN step_ends AS step USING (event_id)"""
 
 
 def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
-              context: Context, write: Writer, chunk_rows: int, threads: int, parts: int
-              ) -> None:
+              context: Context, write: Writer, chunk_rows: int, threads: int,
+              parts: Partitioning) -> None:
     """Pass 2: host rows linked and written; launch calls kept in the join's `parts`
     partitions. `link_end` is the steps' end as linked (before closing)."""
     import pyarrow as pa
@@ -298,8 +299,8 @@ KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "ext
                   "op_event_id", "op_name", "layer"]
 
 
-def join_gpu(spill: Path, parts: int, steps: Steps, context: Context, names: Names,
-             write: Writer) -> list[int]:
+def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
+             names: Names, write: Writer) -> list[int]:
     """Pass 3: kernels with their launch, layer and iteration, written; returns the ids of
     kernels without a launch call, in order. Several launches with one correlation id:
     the first is used (not flagged, as before streaming)."""
@@ -331,7 +332,7 @@ def join_gpu(spill: Path, parts: int, steps: Steps, context: Context, names: Nam
         orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
         write(table)
 
-    for k in range(parts):
+    for k in range(parts.parts):
         folder = spill / PARTS / str(k)
         _join(_read_ipc(folder / GPU_PART), _read_ipc(folder / LAUNCH_PART), emit, [])
     return sorted(orphans)

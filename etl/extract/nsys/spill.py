@@ -132,7 +132,9 @@ class Spilled:
     gpu_end: int | None = None
     devices: set[int] = field(default_factory=set)
     has_activity_tables: bool = False
-    parts: int = 1          # join partitions (correlation id modulo parts)
+    parts: Partitioning = field(default_factory=lambda: Partitioning(1))
+    corr_low: int | None = None     # least and greatest correlation id of the calls
+    corr_high: int | None = None
 
 
 def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
@@ -153,7 +155,8 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
-    found.parts = join_parts(export, found.host_rows)
+    found.parts = Partitioning(join_parts(export, found.host_rows), found.corr_low,
+                               found.corr_high)
     with PartitionWriter(folder / PARTS, found.parts, GPU_PART) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
@@ -199,6 +202,7 @@ def _nvtx_names(batch: dict[str, pa.Array], names: Names) -> pa.Array:
 def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found: Spilled
                 ) -> pa.Table:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     n = len(codes)
     start = cols["start"].fill_null(0)
@@ -208,6 +212,9 @@ def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found
         "name_code": codes, "start": start, "end": cols["end"],
         "thread": cols["thread"].fill_null(0), "corr": cols["correlation"]})
     found.host_rows += n
+    if n and cols["correlation"].null_count < n:
+        found.corr_low = _least(found.corr_low, pc.min(cols["correlation"]).as_py())
+        found.corr_high = _most(found.corr_high, pc.max(cols["correlation"]).as_py())
     if n:
         found.host_start = _least(found.host_start, start.to_numpy().min())
         found.host_end = _most(found.host_end, cols["end"].fill_null(-1).to_numpy().max())
@@ -295,15 +302,37 @@ class SpillWriter:
             self.writer.close()
 
 
-class PartitionWriter:
-    """Rows written by correlation id modulo `parts` into folder/<k>/<name> (Arrow IPC:
-    cheap to write, memory-mapped when read). One partition keeps the rows' order; with
-    several, each keeps its rows' order. Rows are gathered to SCATTER_ROWS before they
-    are split (one take, then slices), so that a partition gets few, large batches."""
+@dataclass(frozen=True)
+class Partitioning:
+    """Which join partition a correlation id is in: ranges of equal width over the calls'
+    ids (ids count up as calls are made, so a batch in time order falls into a run of
+    partitions in order and is split by slicing, without reordering); without calls,
+    the id modulo `parts`. NULL ids are in partition 0."""
 
-    def __init__(self, folder: Path, parts: int, name: str) -> None:
-        self.paths = [folder / str(k) / name for k in range(parts)]
-        self.writers: list[Any] = [None] * parts
+    parts: int
+    low: int | None = None
+    high: int | None = None
+
+    def of(self, corr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        ids = np.asarray(pc.fill_null(corr, 0).to_numpy(), np.int64)
+        if self.low is None or self.high is None:
+            return ids % self.parts
+        width = (self.high - self.low) // self.parts + 1
+        return np.clip((ids - self.low) // width, 0, self.parts - 1)
+
+
+class PartitionWriter:
+    """Rows written by correlation id (Partitioning) into folder/<k>/<name> (Arrow IPC:
+    cheap to write, memory-mapped when read), each partition keeping the rows' order.
+    Rows are gathered to SCATTER_ROWS before they are split, so that a partition gets
+    few, large batches; rows already in partition order are split by slices."""
+
+    def __init__(self, folder: Path, parts: Partitioning, name: str) -> None:
+        self.parts = parts
+        self.paths = [folder / str(k) / name for k in range(parts.parts)]
+        self.writers: list[Any] = [None] * parts.parts
         self.pending: list[pa.Table] = []
         self.pending_rows = 0
 
@@ -318,20 +347,19 @@ class PartitionWriter:
 
     def _scatter(self) -> None:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         if not self.pending_rows:
             return
         table = pa.concat_tables(self.pending)
         self.pending, self.pending_rows = [], 0
-        corr = np.asarray(pc.fill_null(table["correlation_id"], 0).to_numpy(), np.int64)
-        part = corr % len(self.paths)
-        order = np.argsort(part, kind="stable")
-        bounds = np.searchsorted(part[order], np.arange(len(self.paths) + 1))
-        grouped = table.take(pa.array(order))
-        del table
+        part = self.parts.of(table["correlation_id"])
+        if len(part) > 1 and bool((part[1:] < part[:-1]).any()):
+            order = np.argsort(part, kind="stable")
+            part = part[order]
+            table = table.take(pa.array(order))
+        bounds = np.searchsorted(part, np.arange(len(self.paths) + 1))
         for k in np.flatnonzero(np.diff(bounds)):
-            self._write(int(k), grouped.slice(bounds[k], bounds[k + 1] - bounds[k]))
+            self._write(int(k), table.slice(bounds[k], bounds[k + 1] - bounds[k]))
 
     def _write(self, k: int, table: pa.Table) -> None:
         import pyarrow as pa
