@@ -17,7 +17,8 @@ one with the last GPU activity launched from it (not at the end of the capture).
 
 Memory is bounded whatever the export's size: spill.py writes the tables to the spill
 folder batch by batch (pass 1), passes.py links the host rows out of core and joins the
-GPU activities to their launches (passes 2 and 3); rows go to the sinks as they come.
+GPU activities to their launches (passes 2 and 3); rows go to the sinks as they come,
+GPU_METRICS samples too (gpu_metrics.py).
 """
 from __future__ import annotations
 
