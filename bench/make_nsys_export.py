@@ -3,7 +3,10 @@
 The tables this project reads are created with the corpus nsys 2024.6 export's own DDL
 (read from its sqlite_master at generation time: nothing of the corpus is copied into the
 repository), seeded with that export's rows, and the GPU activities and runtime calls
-are repeated, shifted in time and correlation id, until the file reaches --mb.
+are repeated, shifted in time and correlation id, until the file reaches --mb. The seed
+has no GPU metrics: GPU_METRICS gets METRICS samples of one GPU every 1/--metrics-hz s over
+the seed's span (nsys --gpu-metrics-frequency; its default is 10 000 Hz), repeated with
+the rest (1 000 Hz: about as many rows as the runtime calls).
 
     python bench/make_nsys_export.py --mb 1000 --out bench/.cache/nsys_1000mb.sqlite
 """
@@ -21,9 +24,21 @@ TABLES = ("StringIds", "TARGET_INFO_SESSION_START_TIME", "TARGET_INFO_GPU",
 REPEATED = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL",
             "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 COPIES_PER_BATCH = 20
+METRICS_HZ = 1000
+GPU_TYPE_ID = 0x10000     # GPU 0 (typeId's low byte)
+METRICS = ("GR Active [Throughput %]", "SM Active [Throughput %]", "SM Issue [Throughput %]",
+           "Tensor Active [Throughput %]", "SM Warp Occupancy [Throughput %]",
+           "DRAM Read Bandwidth [Throughput %]", "DRAM Write Bandwidth [Throughput %]",
+           "PCIe RX Throughput [Throughput MB/s]")
+METRICS_DDL = """
+CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER NOT NULL, sourceId INTEGER NOT NULL,
+    typeName TEXT NOT NULL, metricId INTEGER NOT NULL, metricName TEXT NOT NULL);
+CREATE TABLE GPU_METRICS (timestamp INTEGER, typeId INTEGER NOT NULL,
+    metricId INTEGER NOT NULL, value INTEGER NOT NULL);
+"""
 
 
-def make(out: Path, megabytes: int, seed: Path = SEED) -> Path:
+def make(out: Path, megabytes: int, seed: Path = SEED, metrics_hz: int = METRICS_HZ) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     con = sqlite3.connect(out)
@@ -35,12 +50,15 @@ def make(out: Path, megabytes: int, seed: Path = SEED) -> Path:
         con.execute(ddl)
         con.execute(f"INSERT INTO main.{table} SELECT * FROM seed.{table}")
     con.commit()
-    span, corr = con.execute("SELECT max(end) - min(start) + 1000000, max(correlationId) + 1 "
-                             "FROM seed.CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    first, span, corr = con.execute(
+        "SELECT min(start), max(end) - min(start) + 1000000, max(correlationId) + 1 "
+        "FROM seed.CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    metrics = _gpu_metrics(con, first, span, metrics_hz)
     copy = 1
     while out.stat().st_size < megabytes * 1_000_000:
         for table in REPEATED:
             _repeat(con, table, copy, span, corr)
+        _repeat_metrics(con, copy, span, metrics)
         con.commit()
         copy += COPIES_PER_BATCH
     con.execute("DETACH DATABASE seed")
@@ -60,12 +78,35 @@ def _repeat(con: sqlite3.Connection, table: str, first: int, span: int, corr: in
         INSERT INTO main.{table} SELECT {select} FROM seed.{table}, copies""")
 
 
+def _gpu_metrics(con: sqlite3.Connection, first: int, span: int, hz: int) -> int:
+    """The seed's GPU_METRICS: every metric every 1/hz s over the span; returns its rows."""
+    con.executescript(METRICS_DDL)
+    con.executemany("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?, 0, 'GPU', ?, ?)",
+                    [(GPU_TYPE_ID, m, name) for m, name in enumerate(METRICS)])
+    times = range(first, first + span, 1_000_000_000 // hz) if hz else range(0)
+    con.executemany("INSERT INTO GPU_METRICS VALUES (?, ?, ?, ?)", (
+        (ts, GPU_TYPE_ID, m, (i * 7 + m * 13) % 101)
+        for i, ts in enumerate(times) for m in range(len(METRICS))))
+    return len(times) * len(METRICS)
+
+
+def _repeat_metrics(con: sqlite3.Connection, first: int, span: int, seed_rows: int) -> None:
+    con.execute(f"""
+        WITH RECURSIVE copies(k) AS (
+            SELECT {first} UNION ALL SELECT k + 1 FROM copies
+            WHERE k + 1 < {first + COPIES_PER_BATCH})
+        INSERT INTO main.GPU_METRICS
+        SELECT timestamp + k * {span}, typeId, metricId, value
+        FROM (SELECT * FROM main.GPU_METRICS WHERE rowid <= {seed_rows}), copies""")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".cache" / "nsys.sqlite")
+    parser.add_argument("--metrics-hz", type=int, default=METRICS_HZ)
     args = parser.parse_args()
-    path = make(args.out, args.mb)
+    path = make(args.out, args.mb, metrics_hz=args.metrics_hz)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB)")
 
 

@@ -12,7 +12,7 @@ import pytest
 from etl.errors import InputError
 from etl.extract.nsys.stats_csv import ingest_gpu_trace
 from etl.extract.nsys.tables import ingest_sqlite, refuse_rep
-from etl.extract.trace_role import PipelineOptions, Sinks
+from etl.extract.trace_role import PipelineOptions, Sinks, TraceClock
 from tests.conftest import corpus_path
 
 RESNET = "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite"
@@ -139,3 +139,100 @@ def test_stats_csv_reads_kernels_without_launches() -> None:
         2482, 122, 81)
     assert {a["kind"] for a in got["anomalies"]} == {"kernel_without_launch", "clock_unaligned"}
     assert result.devices.to_pylist()[0]["name"] == "NVIDIA RTX A4500"
+
+
+def _tiny_export(path: Path, session_start: object) -> Path:
+    """One runtime call and its kernel, 1 µs apart; a session start row unless None."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'k');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 200, 7, 5, 1);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, shortName INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1100, 1600, 0, 7, 5, 2);
+    """)
+    if session_start is not None:
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?)", (session_start,))
+    con.commit()
+    con.close()
+    return path
+
+
+def test_the_reader_states_its_clock_from_the_session_start(tmp_path: Path) -> None:
+    start = 1_745_524_738_000_000_000
+    result, got = _ingest(_tiny_export(tmp_path / "t.sqlite", start))
+    assert result.clock == TraceClock("session_start", 0, None)
+    [kernel] = got["kernels"]
+    assert kernel["ts_ns"] == start + 1100   # UTC = source time + utc_offset_ns (0)
+    assert "anomalies" not in got or not any(a["kind"] == "clock_unaligned"
+                                              for a in got["anomalies"])
+
+
+@pytest.mark.parametrize("session_start,reason", [
+    (None, "no TARGET_INFO_SESSION_START_TIME"),
+    ("yesterday", "is not an integer number of ns"),
+    (1.5, "is not an integer number of ns")])
+def test_without_a_session_start_the_clock_is_unmapped(
+        tmp_path: Path, session_start: object, reason: str) -> None:
+    """Not guessed from the size of the times: unmapped, with the reason."""
+    result, got = _ingest(_tiny_export(tmp_path / "t.sqlite", session_start))
+    assert result.clock.kind == "unmapped" and result.clock.utc_offset_ns is None
+    assert reason in result.clock.reason
+    [kernel] = got["kernels"]
+    assert kernel["ts_ns"] == 1100           # the session clock, nothing added
+    [anomaly] = [a for a in got["anomalies"] if a["kind"] == "clock_unaligned"]
+    assert reason in anomaly["detail"]
+
+
+def _metrics_export(path: Path, session_start: int | None, rows: int) -> Path:
+    """`rows` GPU_METRICS samples over 3 GPUs and 4 metrics (one unnamed, one not in %),
+    with NULL values, device and metric ids among them."""
+    _tiny_export(path, session_start)
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, metricId INT, metricName TEXT);
+        CREATE TABLE GPU_METRICS (timestamp INT, typeId INT, metricId INT, value INT);
+    """)
+    gpus = (0x10000, 0x10001, 0x10203)    # the low byte is the GPU: 0, 1, 3
+    con.executemany("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?, ?, ?)", [
+        (t, m, name) for t in gpus for m, name in (
+            (1, "SM Active [Throughput %]"), (2, "Tensor Active [Throughput %]"),
+            (3, "PCIe RX Bandwidth [Throughput MB/s]"))])
+    con.executemany("INSERT INTO GPU_METRICS VALUES (?, ?, ?, ?)", [
+        (1000 * i, None if i % 97 == 5 else gpus[i % 3], None if i % 89 == 7 else i % 5,
+         None if i % 13 == 0 else (i * 7) % 101) for i in range(rows)])
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("session_start", [1_745_524_738_000_000_000, None])
+def test_gpu_metrics_stream_equal_a_naive_reading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_start: int | None) -> None:
+    """Batches of 3 pages (many batches): each row as a per-row Python reading gives it."""
+    from etl.extract.nsys import pages
+    from etl.extract.nsys.sqlite_export import column_map
+    from tests.oracle import naive_nsys
+
+    monkeypatch.setattr(pages, "BATCH_PAGES", 3)
+    path = _metrics_export(tmp_path / "m.sqlite", session_start, 5000)
+    parts: list[Any] = []
+    sinks = Sinks(lambda t: None, lambda t: None, lambda t: None, lambda: None,
+                  lambda name, table: parts.append(table))
+    ingest_sqlite(path, 2, None, tmp_path / "spill", sinks, PipelineOptions())
+    assert len(parts) > 3      # handed on batch by batch, never the whole table at once
+    samples = [s for part in parts for s in part.to_pylist()]
+    assert [(s["sample_index"], s["device_index"], s["clock_ts_ns"], s["metric"],
+             s["value"], s["unit"], s["reported_unit"]) for s in samples] == (
+        naive_nsys.gpu_samples(path, column_map()["gpu_metric_map"]))
+    if session_start is None:   # no session start: not placed on the wall clock
+        assert {(s["ts_ns"], s["clock"]) for s in samples} == {(None, "unaligned")}
+    else:
+        assert all(s["ts_ns"] == s["clock_ts_ns"] + session_start for s in samples)
+        assert {s["clock"] for s in samples} == {"session_start"}
+    by_metric = {s["metric"] for s in samples}
+    assert {"sm_active", "tensor_active", "PCIe RX Bandwidth", "metric 4"} <= by_metric

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from etl.extract.kineto import kernel_join
-from etl.extract.nsys import pages
+from etl.extract.nsys import pages, spill
 from etl.extract.nsys.sqlite_export import Export
 from etl.extract.nsys.tables import ingest_sqlite
 from etl.extract.trace_role import PipelineOptions, Sinks
@@ -40,6 +40,7 @@ def test_streamed_tables_equal_a_naive_reading(name: str, tmp_path: Path,
     """Small chunks, pages and join partitions: every boundary is crossed many times."""
     monkeypatch.setattr(kernel_join, "PART_ROWS", 500)
     monkeypatch.setattr(pages, "BATCH_PAGES", 3)
+    monkeypatch.setattr(spill, "SCATTER_ROWS", 50)
     path = corpus_path("nsys", name)
     _, got = _ingest(path, tmp_path, chunk_rows=17)
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

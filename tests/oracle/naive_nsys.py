@@ -65,3 +65,23 @@ def _open(path: Path) -> sqlite3.Connection:
 def _has(con: sqlite3.Connection, table: str) -> bool:
     found = con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone()
     return found is not None
+
+
+def gpu_samples(path: Path, metric_map: dict[str, str]) -> list[tuple[Any, ...]]:
+    """(sample_index, device_index, clock_ts_ns, metric, value, unit, reported_unit) per
+    GPU_METRICS row, a Python loop over sqlite3's rows: names from
+    TARGET_INFO_GPU_METRICS ("Name [Unit]"), % values divided by 100."""
+    con = _open(path)
+    names = {(t, m): n for t, m, n in con.execute(
+        "SELECT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS")}
+    rows = []
+    for i, (ts, type_id, metric_id, value) in enumerate(con.execute(
+            "SELECT timestamp, typeId, metricId, value FROM GPU_METRICS ORDER BY rowid")):
+        base, _, unit = (names.get((type_id, metric_id)) or f"metric {metric_id}"
+                         ).partition(" [")
+        percent = "%" in unit
+        rows.append((i, None if type_id is None else type_id & 0xFF, ts,
+                     metric_map.get(base, base),
+                     value / 100 if percent and value is not None else value,
+                     "ratio" if percent else None, unit.rstrip("]") or None))
+    return rows

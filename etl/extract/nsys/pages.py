@@ -214,37 +214,36 @@ def _serial_types(flat: np.ndarray, first: np.ndarray, end: np.ndarray, width: i
     return types
 
 
+# by serial type (12 and up: blobs and texts, not numbers): is an integer, is a real,
+# bytes of the number's value, the constant of types 8 and 9
+_TYPES = np.arange(13)
+_IS_INT = ((_TYPES >= 1) & (_TYPES <= 6)) | (_TYPES == 8) | (_TYPES == 9)
+_IS_REAL = _TYPES == 7
+_NUMBER_SIZE = np.where(_IS_INT | _IS_REAL, _SIZES[np.minimum(_TYPES, 9)], 0)
+_CONSTANT = (_TYPES == 9).astype(np.int64)
+
+
 def _values(flat: np.ndarray, at: np.ndarray, serial: np.ndarray, column: Column,
             rowid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(values, valid) of one column: big-endian integers sign-extended from their size,
-    IEEE doubles, the constants 0 and 1; NULL for anything else."""
+    IEEE doubles, the constants 0 and 1; NULL for anything else. The 8 bytes from each
+    value's start are read as one big-endian word (`flat` is padded past its end): an
+    arithmetic shift right by the bytes that are not the value's sign-extends it."""
     if column.is_rowid:
         return rowid, np.ones(len(rowid), bool)
-    is_int = ((serial >= 1) & (serial <= 6)) | (serial == 8) | (serial == 9)
-    is_real = serial == 7
-    size = np.where(is_int | is_real, _SIZES[np.minimum(serial, 9)], 0)
-    raw = _big_endian(flat, at, size)
+    kind = np.minimum(serial, 12)
+    is_int, is_real, size = _IS_INT[kind], _IS_REAL[kind], _NUMBER_SIZE[kind]
+    word = _words(flat, at)
+    value = np.where(size > 0, word >> np.minimum(64 - 8 * size, 63), 0) + _CONSTANT[kind]
     if not column.is_float:
-        return np.where(is_int, _signed(raw, size, serial), 0), is_int
-    values = np.where(is_real, raw.view(np.float64),
-                      _signed(raw, size, serial).astype(np.float64))
+        return np.where(is_int, value, 0), is_int
+    values = np.where(is_real, word.view(np.float64), value.astype(np.float64))
     return np.where(is_int | is_real, values, 0.0), is_int | is_real
 
 
-def _big_endian(flat: np.ndarray, at: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """The `size` bytes at `at` as an unsigned big-endian number, a byte position at a
-    time (columns mostly hold 1 to 4 byte values)."""
-    raw = np.zeros(len(at), np.uint64)
-    for k in range(int(size.max()) if len(size) else 0):
-        more = k < size
-        byte = flat[at + k].astype(np.uint64)
-        raw = np.where(more, (raw << np.uint64(8)) | byte, raw)
-    return raw
-
-
-def _signed(raw: np.ndarray, size: np.ndarray, serial: np.ndarray) -> np.ndarray:
-    """Two's complement of `size` bytes; the constants of serial types 8 and 9."""
-    bits = (size * 8).astype(np.uint64)
-    negative = (size > 0) & (size < 8) & ((raw >> np.maximum(bits, 1) - np.uint64(1)) & 1 == 1)
-    value = raw.view(np.int64) - np.where(negative, np.left_shift(1, bits.astype(np.int64)), 0)
-    return np.where(serial == 9, 1, np.where(serial == 8, 0, value))
+def _words(flat: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The 8 bytes from each of `at`, as a signed big-endian number."""
+    if len(at) == 0:
+        return np.zeros(0, np.int64)
+    gathered = np.lib.stride_tricks.sliding_window_view(flat, 8)[at]
+    return gathered.view(">i8").reshape(-1).astype(np.int64)

@@ -3,11 +3,13 @@
 2. Host rows sorted by (thread, start, longer first, event id) by DuckDB (out of core),
    linked chunk by chunk with the stack carried (etl/link.py: parents, and the innermost
    NVTX range that is not a step as the layer) and written as they come; the launch calls
-   (calls with a correlation id) are kept with their layer name in launch.parquet.
-3. GPU activities joined to the first launch with their correlation id, partitioned by
-   correlation id (etl/extract/kineto/kernel_join.py).
+   (calls with a correlation id) are kept with their layer's name code in the join's
+   partitions (parts/<k>/launch.arrow, by correlation id as pass 1's GPU rows).
+3. Partition by partition, GPU activities joined to the first launch with their
+   correlation id (etl/extract/kineto/kernel_join.py's join).
 Before them, steps never popped get their last one's end: the last end of the GPU
-activities launched in it (one DuckDB join, only for such exports).
+activities launched in it (two scans of the calls' spill and one of the GPU partitions'
+correlation ids and ends, only for such exports).
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ import numpy as np
 
 from etl import link
 from etl.extract.layer_columns import no_autograd_columns, with_layer_columns
-from etl.extract.nsys.spill import CATEGORIES, GPU_FILE, HOST_FILE, NVTX_FILE, Names
+from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAUNCH_PART,
+                                    NVTX_FILE, PARTS, Names, PartitionWriter,
+                                    Partitioning)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,7 +31,6 @@ if TYPE_CHECKING:
     from etl.extract.trace_role import Writer
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
-LAUNCH_FILE = "launch.parquet"
 
 
 @dataclass
@@ -59,35 +62,95 @@ def _parquet(spill: Path, name: str) -> str | None:
 
 # ---- the last step of ranges never popped ------------------------------------------
 
-_LAUNCHED_IN = """
-WITH launch AS (
-    SELECT corr, arg_min(start, event_id) AS start FROM {host}
-    WHERE corr IS NOT NULL GROUP BY corr)
-SELECT launch.start, max(coalesce(gpu."end", 0)) AS last_end
-FROM {gpu} AS gpu JOIN launch ON gpu.correlation_id = launch.corr
-WHERE launch.start BETWEEN ? AND ?
-GROUP BY launch.start
-"""
-
-
-def close_last_step(steps: Steps, spill: Path, threads: int) -> None:
+def close_last_step(steps: Steps, spill: Path, parts: Partitioning) -> None:
     """The last step ends with the last GPU activity launched in it (its iteration: the
-    steps as linked, the last one up to its recorded end), not at the capture's end."""
-    host, gpu = _parquet(spill, HOST_FILE), _parquet(spill, GPU_FILE)
+    steps as linked, the last one up to its recorded end), not at the capture's end.
+    A GPU row's launch is the first call (lowest event id) with its correlation id."""
     last = steps.number[-1]
-    if host is None or gpu is None:
-        return
     mine = steps.number == last
     window = (int(steps.start[mine].min()), int(steps.end[mine].max()))
-    con = duckdb_for(spill, threads)
-    try:
-        found = con.execute(_LAUNCHED_IN.format(host=host, gpu=gpu), window).fetchnumpy()
-    finally:
-        con.close()
-    starts = np.asarray(found["start"], np.int64)
-    ends = np.asarray(found["last_end"], np.int64)[steps.iteration(starts) == last]
+    corr, start = _first_launches_in(spill / HOST_FILE, window)
+    if len(corr) == 0:
+        return
+    ends, launched = _gpu_ends(spill, parts.parts, corr, start)
+    ends = ends[steps.iteration(launched) == last]
     if len(ends):
         steps.end[-1] = max(int(ends.max()), int(steps.start[-1]))
+
+
+def _first_launches_in(host: Path, window: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(correlation ids, starts), by id, of the calls starting in `window` that are the
+    first call with their correlation id: a scan for the calls in the window, a second
+    for the lowest event id of each of their ids."""
+    import pyarrow.compute as pc
+
+    found = []
+    for batch in _scan(host, ["corr", "start", "event_id"]):
+        start = batch["start"]
+        batch = batch.filter(pc.and_(pc.is_valid(batch["corr"]), pc.and_(
+            pc.greater_equal(start, window[0]), pc.less_equal(start, window[1]))))
+        found.append((_numpy(batch["corr"]), _numpy(batch["start"]),
+                      _numpy(batch["event_id"])))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    corr, start, event_id = (np.concatenate(parts) for parts in zip(*found))
+    if len(corr) == 0:
+        return corr, start
+    keys = np.unique(corr)
+    first = np.full(len(keys), np.iinfo(np.int64).max)
+    wanted = pa_array(keys)
+    for batch in _scan(host, ["corr", "event_id"]):
+        batch = batch.filter(pc.is_in(batch["corr"], value_set=wanted))
+        np.minimum.at(first, np.searchsorted(keys, _numpy(batch["corr"])),
+                      _numpy(batch["event_id"]))
+    keep = event_id == first[np.searchsorted(keys, corr)]
+    order = np.argsort(corr[keep], kind="stable")
+    return corr[keep][order], start[keep][order]
+
+
+def _gpu_ends(spill: Path, parts: int, corr: np.ndarray, start: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Ends (NULL as 0) of the GPU rows with one of the correlation ids `corr` (sorted,
+    unique), and the start of each one's launch."""
+    import pyarrow.compute as pc
+
+    ends, launched = [], []
+    wanted = pa_array(corr)
+    for k in range(parts):
+        path = spill / PARTS / str(k) / GPU_PART
+        if not path.exists():
+            continue
+        for batch in _ipc_batches(path, ["correlation_id", "end"]):
+            batch = batch.filter(pc.is_in(batch["correlation_id"], value_set=wanted))
+            ends.append(_numpy(batch["end"].fill_null(0)))
+            launched.append(start[np.searchsorted(corr, _numpy(batch["correlation_id"]))])
+    return (np.concatenate(ends) if ends else np.zeros(0, np.int64),
+            np.concatenate(launched) if launched else np.zeros(0, np.int64))
+
+
+def _scan(path: Path, columns: list[str]) -> Any:
+    """Batches of some columns of a spilled Parquet file (pre_buffer off: on, pyarrow
+    buffers the whole file ahead when every row group is read)."""
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return
+    yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(1 << 17, columns=columns)
+
+
+def _ipc_batches(path: Path, columns: list[str]) -> Any:
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            yield reader.get_batch(i).select(columns)
+
+
+def pa_array(values: np.ndarray) -> Any:
+    import pyarrow as pa
+
+    return pa.array(values, pa.int64())
 
 
 # ---- pass 2 ------------------------------------------------------------------------
@@ -108,38 +171,33 @@ FROM {nvtx} AS nvtx LEFT JOIN step_ends AS step USING (event_id)"""
 
 
 def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
-              context: Context, write: Writer, chunk_rows: int, threads: int) -> int:
-    """Pass 2: host rows linked and written; launch calls kept in launch.parquet. Returns
-    the launch calls kept. `link_end` is the steps' end as linked (before closing)."""
+              context: Context, write: Writer, chunk_rows: int, threads: int,
+              parts: Partitioning) -> None:
+    """Pass 2: host rows linked and written; launch calls kept in the join's `parts`
+    partitions. `link_end` is the steps' end as linked (before closing)."""
     import pyarrow as pa
 
-    from etl.extract.nsys.spill import SpillWriter
-
-    parts = [sql.format(host=h, nvtx=h) for sql, h in (
+    sources = [sql.format(host=h, nvtx=h) for sql, h in (
         (_CALL_ROWS, _parquet(spill, HOST_FILE)), (_NVTX_ROWS, _parquet(spill, NVTX_FILE)))
         if h is not None]
-    if not parts:
-        return 0
+    if not sources:
+        return
     con = duckdb_for(spill, threads)
     state = _LinkState(names)
-    launches = 0
     try:
         con.register("step_ends", pa.table({"event_id": pa.array(steps.rows, pa.int64()),
                                             "link_end": pa.array(link_end, pa.int64())}))
-        reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(parts))
+        reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(sources))
                              ).to_arrow_reader(chunk_rows)
-        with SpillWriter(spill / LAUNCH_FILE) as out:
+        with PartitionWriter(spill / PARTS, parts, LAUNCH_PART) as out:
             for batch in reader:
                 if batch.num_rows:
                     table = pa.Table.from_batches([batch])
                     layer = state.link(table)
                     write(context.host_rows(table, state.parent, steps, names))
-                    kept = _launches(table, layer, names)
-                    out.write(kept)
-                    launches += kept.num_rows
+                    out.write(_launches(table, layer, names))
     finally:
         con.close()
-    return launches
 
 
 class _LinkState:
@@ -187,20 +245,19 @@ def _numpy(column: Any, dtype: Any = np.int64) -> np.ndarray:
 
 def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
     """Calls with a correlation id: event_id, correlation_id, ts_ns (the session clock,
-    for the iteration), op_event_id, op_name, layer, layer_kind, pass, layer_status
-    (kernel_join.LAUNCH_COLUMNS)."""
+    for the iteration), op_event_id, op_name, layer (the layer's name code, made a string
+    in pass 3), layer_kind, pass, layer_status (kernel_join.LAUNCH_COLUMNS)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     keep = pc.and_(pc.less(batch["category"], 2), pc.is_valid(batch["corr"]))
     n = batch.num_rows
     layer_codes = pa.array(layer, pa.int64(), mask=layer < 0)
-    layers = names.text(layer_codes)
-    has_layer = pc.is_valid(layers)
+    has_layer = pc.is_valid(layer_codes)
     table = pa.table({
         "event_id": batch["event_id"], "correlation_id": batch["corr"],
         "ts_ns": batch["start"], "op_event_id": pa.nulls(n, pa.int64()),
-        "op_name": pa.nulls(n, pa.string()), "layer": layers,
+        "op_name": pa.nulls(n, pa.string()), "layer": layer_codes,
         # what kernel_join carries for every format; emit() derives the same from the layer
         "layer_kind": pc.if_else(has_layer, "nvtx", pa.scalar(None, pa.string())),
         "pass": pa.nulls(n, pa.string()),
@@ -249,15 +306,16 @@ KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "ext
                   "op_event_id", "op_name", "layer"]
 
 
-def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context: Context,
-             write: Writer) -> list[int]:
+def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
+             names: Names, write: Writer) -> list[int]:
     """Pass 3: kernels with their launch, layer and iteration, written; returns the ids of
     kernels without a launch call, in order. Several launches with one correlation id:
     the first is used (not flagged, as before streaming)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from etl.extract.kineto.kernel_join import join_kernels
+    # the join of one partition (first launch by binary search, rows in their order)
+    from etl.extract.kineto.kernel_join import _join, _read_ipc
 
     orphans: list[int] = []
 
@@ -267,17 +325,31 @@ def join_gpu(spill: Path, gpu_rows: int, launch_rows: int, steps: Steps, context
         found = _numpy(launch_ts.is_valid(), bool)
         iteration = np.where(found, steps.iteration(_numpy(launch_ts.fill_null(0))),
                              link.NONE)
+        kind = pc.take(pa.array(GPU_KINDS), joined["kind"])
         table = pa.table({
             "source_id": pa.repeat(pa.scalar(context.source_id, pa.int32()), n),
             "rank": pa.nulls(n, pa.int32()), "kernel_id": joined["event_id"],
-            "kind": joined["kind"], "category": joined["category"],
-            "device_id": joined["device_id"], **{c: joined[c] for c in KERNEL_COLUMNS},
+            "kind": kind, "category": kind, "device_id": joined["device_id"],
+            **{c: joined[c] for c in KERNEL_COLUMNS},
+            "name": names.text(joined["name"]), "layer": _layer_names(joined["layer"], names),
             "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+        table = table.select(["source_id", "rank", "kernel_id", "kind", "category",
+                              "device_id", *KERNEL_COLUMNS, "iteration"])
         table = with_layer_columns(table, "nvtx", None)  # NVTX ranges: no passes
         orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.invert(pa.array(found)))
         orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
         write(table)
 
-    if gpu_rows:
-        join_kernels(spill, gpu_rows, launch_rows, emit, [])
+    for k in range(parts.parts):
+        folder = spill / PARTS / str(k)
+        _join(_read_ipc(folder / GPU_PART), _read_ipc(folder / LAUNCH_PART), emit, [])
     return sorted(orphans)
+
+
+def _layer_names(layer: Any, names: Names) -> pa.Array:
+    """Layer names from the launches' codes (a string column when there was no launch)."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(layer.type):
+        return names.text(layer)
+    return layer.cast(pa.string())

@@ -1,10 +1,11 @@
-"""Pass 1 of the nsys reader: the export's tables, batch by batch, spilled to Parquet.
+"""Pass 1 of the nsys reader: the export's tables, batch by batch, spilled.
 
 Host rows (runtime and driver calls, then NVTX ranges) and GPU activities (kernels,
 copies, sets) are numbered in that order, as the export lists them, and written to the
-spill folder with their names as codes (host) or strings (GPU). What must be known of
-the whole source before linking stays in memory and is small: the step ranges, the span,
-the device ids.
+spill folder with their names as codes: host rows to Parquet (DuckDB sorts them), GPU
+rows straight into the join's partitions by correlation id (Arrow IPC, parts/<k>/), so
+pass 3 never reads them back to split them. What must be known of the whole source
+before linking stays in memory and is small: the step ranges, the span, the device ids.
 """
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
-HOST_FILE, NVTX_FILE, GPU_FILE = "host.parquet", "nvtx.parquet", "gpu-000000.parquet"
+GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
+HOST_FILE, NVTX_FILE, PARTS = "host.parquet", "nvtx.parquet", "parts"
+GPU_PART, LAUNCH_PART = "gpu.arrow", "launch.arrow"   # in PARTS/<k>/
+SCATTER_ROWS = 1 << 19    # rows split into partitions at once (~80 MB of GPU rows)
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
 _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
@@ -40,6 +44,7 @@ class Names:
         self.ids = pa.array(list(strings), pa.int64())
         self.values = list(strings.values())
         self.extra: dict[str, int] = {}
+        self._array: pa.Array | None = None   # self.values as Arrow, while no text is added
 
     def of_ids(self, ids: pa.Array) -> pa.Array:
         """Codes of StringIds ids (NULL for an id StringIds lacks)."""
@@ -60,13 +65,22 @@ class Names:
         if text not in self.extra:
             self.extra[text] = len(self.values)
             self.values.append(text)
+            self._array = None
         return self.extra[text]
+
+    def codes_of(self, text: str, n: int) -> pa.Array:
+        """`n` codes of one text."""
+        import pyarrow as pa
+
+        return pa.repeat(pa.scalar(self._code(text), pa.int64()), n)
 
     def text(self, codes: pa.Array) -> pa.Array:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        return pc.take(pa.array(self.values, pa.string()), codes)
+        if self._array is None:
+            self._array = pa.array(self.values, pa.string())
+        return pc.take(self._array, codes)
 
     def lookup(self, ids: pa.Array) -> pa.Array:
         """StringIds values of `ids`."""
@@ -118,11 +132,14 @@ class Spilled:
     gpu_end: int | None = None
     devices: set[int] = field(default_factory=set)
     has_activity_tables: bool = False
+    parts: Partitioning = field(default_factory=lambda: Partitioning(1))
+    corr_low: int | None = None     # least and greatest correlation id of the calls
+    corr_high: int | None = None
 
 
 def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                  offset: int) -> Spilled:
-    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to gpu-000000.parquet."""
+    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to parts/<k>/gpu.arrow."""
     found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
                                             for t in export.tables))
     with SpillWriter(folder / HOST_FILE) as host:
@@ -138,11 +155,23 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
-    with SpillWriter(folder / GPU_FILE) as gpu:
+    found.parts = Partitioning(join_parts(export, found.host_rows), found.corr_low,
+                               found.corr_high)
+    with PartitionWriter(folder / PARTS, found.parts, GPU_PART) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
-                gpu.write(_gpu_batch(batch, kind, names, found, offset))
+                gpu.write(_gpu_batch(batch, GPU_KINDS.index(kind), names, found, offset))
     return found
+
+
+def join_parts(export: Export, calls: int) -> int:
+    """Partitions for pass 3, so that one holds about kernel_join.PART_ROWS GPU and launch
+    rows: the activity tables counted by SQLite (their b-trees' cell counts, ~0.15 s for
+    6 M rows), the launches at most the calls."""
+    from etl.extract.kineto import kernel_join
+
+    activities = sum(export.count(table) for table, _ in _ACTIVITIES)
+    return 1 + (activities + calls) // kernel_join.PART_ROWS
 
 
 def _types(*keys: str) -> dict[str, Any]:
@@ -173,6 +202,7 @@ def _nvtx_names(batch: dict[str, pa.Array], names: Names) -> pa.Array:
 def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found: Spilled
                 ) -> pa.Table:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     n = len(codes)
     start = cols["start"].fill_null(0)
@@ -182,14 +212,19 @@ def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found
         "name_code": codes, "start": start, "end": cols["end"],
         "thread": cols["thread"].fill_null(0), "corr": cols["correlation"]})
     found.host_rows += n
+    if n and cols["correlation"].null_count < n:
+        found.corr_low = _least(found.corr_low, pc.min(cols["correlation"]).as_py())
+        found.corr_high = _most(found.corr_high, pc.max(cols["correlation"]).as_py())
     if n:
         found.host_start = _least(found.host_start, start.to_numpy().min())
         found.host_end = _most(found.host_end, cols["end"].fill_null(-1).to_numpy().max())
     return table
 
 
-def _gpu_batch(cols: dict[str, pa.Array], kind: str, names: Names, found: Spilled,
+def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: Spilled,
                offset: int) -> pa.Table:
+    """GPU rows with their kind (GPU_KINDS) and name as codes: strings are only made when
+    the joined rows are written (the spill, partitioning and join move integers)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -203,9 +238,9 @@ def _gpu_batch(cols: dict[str, pa.Array], kind: str, names: Names, found: Spille
             setattr(found, f"gpu_{key}", keep(getattr(found, f"gpu_{key}"), value))
     return pa.table({
         "event_id": pa.array(np.arange(first, first + n, dtype=np.int64)),
-        "kind": pa.repeat(pa.scalar(kind), n), "category": pa.repeat(pa.scalar(kind), n),
+        "kind": pa.repeat(pa.scalar(kind, pa.int8()), n),
         "device_id": cols["device"].cast(pa.int32()), "stream_id": cols["stream"],
-        "name": _activity_names(cols, kind, names),
+        "name": _activity_names(cols, GPU_KINDS[kind], names),
         "ts_ns": pc.add(cols["start"], offset),
         "dur_ns": pc.subtract(cols["end"], cols["start"]),
         "correlation_id": cols["correlation"], "external_id": pa.nulls(n, pa.int64()),
@@ -221,14 +256,16 @@ def _activity_names(cols: dict[str, pa.Array], kind: str, names: Names) -> pa.Ar
     import pyarrow.compute as pc
 
     if kind == "kernel":
-        return names.lookup(cols["name"])
+        return names.of_ids(cols["name"])
     if kind == "memset":
-        return pa.repeat(pa.scalar("[CUDA memset]"), len(cols["name"]))
+        return names.codes_of("[CUDA memset]", len(cols["name"]))
     copy_kinds = column_map()["copy_kinds"]
     ids = pa.array([int(k) for k in copy_kinds], pa.int64())
-    text = pa.array([f"[CUDA memcpy {v}]" for v in copy_kinds.values()])
-    return pc.fill_null(pc.take(text, pc.index_in(cols["copy_kind"], value_set=ids)),
-                        "[CUDA memcpy Unknown]")
+    codes = pa.array([names.codes_of(f"[CUDA memcpy {v}]", 1)[0].as_py()
+                      for v in copy_kinds.values()], pa.int64())
+    unknown = names.codes_of("[CUDA memcpy Unknown]", 1)[0]
+    return pc.fill_null(pc.take(codes, pc.index_in(cols["copy_kind"], value_set=ids)),
+                        unknown)
 
 
 def _least(a: int | None, b: Any) -> int:
@@ -250,7 +287,10 @@ class SpillWriter:
         import pyarrow.parquet as pq
 
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema, compression="lz4")
+            # plain and uncompressed: the file is read once, soon, from the page cache;
+            # lz4 and dictionaries cost 3x the write and 8x the read (bench/nsys_bench.py)
+            self.writer = pq.ParquetWriter(self.path, table.schema, compression="none",
+                                           use_dictionary=False)
         if table.num_rows:
             self.writer.write_table(table)
 
@@ -260,3 +300,83 @@ class SpillWriter:
     def __exit__(self, *exc: object) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """Which join partition a correlation id is in: ranges of equal width over the calls'
+    ids (ids count up as calls are made, so a batch in time order falls into a run of
+    partitions in order and is split by slicing, without reordering); without calls,
+    the id modulo `parts`. NULL ids are in partition 0."""
+
+    parts: int
+    low: int | None = None
+    high: int | None = None
+
+    def of(self, corr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+        import pyarrow.compute as pc
+
+        ids = np.asarray(pc.fill_null(corr, 0).to_numpy(), np.int64)
+        if self.low is None or self.high is None:
+            return ids % self.parts
+        width = (self.high - self.low) // self.parts + 1
+        return np.clip((ids - self.low) // width, 0, self.parts - 1)
+
+
+class PartitionWriter:
+    """Rows written by correlation id (Partitioning) into folder/<k>/<name> (Arrow IPC:
+    cheap to write, memory-mapped when read), each partition keeping the rows' order.
+    Rows are gathered to SCATTER_ROWS before they are split, so that a partition gets
+    few, large batches; rows already in partition order are split by slices."""
+
+    def __init__(self, folder: Path, parts: Partitioning, name: str) -> None:
+        self.parts = parts
+        self.paths = [folder / str(k) / name for k in range(parts.parts)]
+        self.writers: list[Any] = [None] * parts.parts
+        self.pending: list[pa.Table] = []
+        self.pending_rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if len(self.paths) == 1:
+            self._write(0, table)
+            return
+        self.pending.append(table)
+        self.pending_rows += table.num_rows
+        if self.pending_rows >= SCATTER_ROWS:
+            self._scatter()
+
+    def _scatter(self) -> None:
+        import pyarrow as pa
+
+        if not self.pending_rows:
+            return
+        table = pa.concat_tables(self.pending)
+        self.pending, self.pending_rows = [], 0
+        part = self.parts.of(table["correlation_id"])
+        if len(part) > 1 and bool((part[1:] < part[:-1]).any()):
+            order = np.argsort(part, kind="stable")
+            part = part[order]
+            table = table.take(pa.array(order))
+        bounds = np.searchsorted(part, np.arange(len(self.paths) + 1))
+        for k in np.flatnonzero(np.diff(bounds)):
+            self._write(int(k), table.slice(bounds[k], bounds[k + 1] - bounds[k]))
+
+    def _write(self, k: int, table: pa.Table) -> None:
+        import pyarrow as pa
+
+        if self.writers[k] is None:
+            self.paths[k].parent.mkdir(parents=True, exist_ok=True)
+            self.writers[k] = pa.ipc.new_file(str(self.paths[k]), table.schema)
+        self.writers[k].write_table(table)
+
+    def __enter__(self) -> PartitionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self._scatter()
+        finally:
+            for writer in self.writers:
+                if writer is not None:
+                    writer.close()

@@ -150,6 +150,12 @@ class Export:
             raise InputError(self.path, f"table {table} cannot be read ({exc})", None,
                              f"re-export it: {_export_hint(self.path)}") from None
 
+    def count(self, table: str) -> int:
+        """Rows of `table` (0 when absent)."""
+        if table not in self.tables:
+            return 0
+        return int(self.scalar(f'SELECT count(*) FROM "{table}"') or 0)
+
     def scalar(self, sql: str) -> Any:
         try:
             row = self.con.execute(sql).fetchone()

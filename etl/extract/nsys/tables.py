@@ -2,8 +2,10 @@
 
 Times: nsys writes ns since the session start; every ts_ns here is mapped to the wall
 clock, ns since 1970 UTC = TARGET_INFO_SESSION_START_TIME.utcEpochNs + the export's
-time, so that monitor samples (gpu_samples) fall into the iteration windows. An export
-without a session start keeps the session clock, with an anomaly clock_unaligned.
+time, so that monitor samples (gpu_samples) fall into the iteration windows; the reader
+states that clock (TraceResult.clock session_start, offset 0). An export without a session
+start keeps the session clock: the clock unmapped with the reason, an anomaly
+clock_unaligned, and its GPU_METRICS samples without ts_ns.
 
 Rows, numbered together (event_id / kernel_id): runtime and driver calls, then NVTX
 ranges (host_events), then kernels, copies and sets (kernels). Links are etl/link.py's:
@@ -15,7 +17,8 @@ one with the last GPU activity launched from it (not at the end of the capture).
 
 Memory is bounded whatever the export's size: spill.py writes the tables to the spill
 folder batch by batch (pass 1), passes.py links the host rows out of core and joins the
-GPU activities to their launches (passes 2 and 3); rows go to the sinks as they come.
+GPU activities to their launches (passes 2 and 3); rows go to the sinks as they come,
+GPU_METRICS samples too (gpu_metrics.py).
 """
 from __future__ import annotations
 
@@ -29,10 +32,11 @@ import numpy as np
 from etl.errors import InputError
 from etl.extract.kineto.kernel_join import release_memory
 from etl.extract.nsys import EXPORT_COMMAND
+from etl.extract.nsys.gpu_metrics import sample_batches
 from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
-from etl.extract.trace_role import SourceInfo, TraceResult
+from etl.extract.trace_role import SourceInfo, TraceClock, TraceResult
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -61,12 +65,10 @@ def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: P
 def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Path,
             sinks: Sinks, options: PipelineOptions) -> TraceResult:
     names = Names(export.strings())
-    start_utc = export.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    start_utc, clock = session_clock(export)
     anomalies: list[tuple[str, int | None, str]] = []
-    if not isinstance(start_utc, int):
-        start_utc = 0
-        anomalies.append(("clock_unaligned", None, "no TARGET_INFO_SESSION_START_TIME: "
-                          "times stay ns since the session start, not wall clock"))
+    if clock.reason:
+        anomalies.append(("clock_unaligned", None, clock.reason))
     found_steps = StepRanges(step_patterns(options.step_pattern))
     spilled = spill_export(export, names, found_steps, spill, start_utc)
     if not spilled.has_activity_tables and not spilled.host_rows:
@@ -76,13 +78,13 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     steps = _steps(found_steps)
     link_end = steps.end.copy()
     if steps.unpopped:
-        close_last_step(steps, spill, options.threads)
+        close_last_step(steps, spill, spilled.parts)
     context = Context(source_id, start_utc)
-    launches = link_host(spill, names, steps, link_end, context, sinks.host_events,
-                         options.chunk_rows, options.threads)
+    link_host(spill, names, steps, link_end, context, sinks.host_events, options.chunk_rows,
+              options.threads, spilled.parts)
     sinks.end_of_host_events()
     release_memory()
-    orphans = join_gpu(spill, spilled.gpu_rows, launches, steps, context, sinks.kernels)
+    orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels)
     anomalies += [("kernel_without_launch", i, "no runtime or driver call with this "
                    "correlation id") for i in orphans]
     if steps.unpopped:
@@ -91,15 +93,31 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
             "last with the last GPU activity launched from it (work after the loop, if "
             "any, is counted in it)")))
     devices = _devices(export, spilled.devices, source_id, gpu_override)
-    samples = _gpu_metrics(export, source_id, start_utc)
-    if samples is not None:
+    for samples in sample_batches(export, source_id, start_utc if clock.reason is None
+                                  else None):
         sinks.table("gpu_samples", samples)
     sinks.anomalies(_anomaly_table(anomalies, source_id))
     iterations = _iteration_table(steps, spilled, source_id, np.int64(start_utc))
     gpu_names = [n for n in devices.column("name").to_pylist() if n]
     count = spilled.host_rows + spilled.gpu_rows
     return TraceResult(SourceInfo(count), iterations, devices, None, gpu_names,
-                       spilled.gpu_rows, len(anomalies))
+                       spilled.gpu_rows, len(anomalies), clock=clock)
+
+
+def session_clock(export: Export) -> tuple[int, TraceClock]:
+    """The session start (ns since 1970 UTC, added to every time the export writes) and
+    the clock the rows are then on, stated by the reader rather than guessed from the size
+    of its times (iterations.clock): session_start (offset 0, the times are UTC already)
+    or unmapped with the reason (the times stay ns since the session start)."""
+    start = export.scalar("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    if start is None:
+        return 0, TraceClock.unmapped("no TARGET_INFO_SESSION_START_TIME in the export: "
+                                      "times stay ns since the session start")
+    if not isinstance(start, int) or isinstance(start, bool):
+        return 0, TraceClock.unmapped(
+            f"TARGET_INFO_SESSION_START_TIME.utcEpochNs {str(start)[:40]!r} is not an "
+            "integer number of ns: times stay ns since the session start")
+    return start, TraceClock("session_start", 0)
 
 
 def step_patterns(custom: str | None) -> list[re.Pattern[str]]:
@@ -181,55 +199,6 @@ def _devices(export: Export, used: set[int], source_id: int, gpu_override: str |
                         ("memory_bytes", pa.int64()), ("properties_source", pa.string())])
     return pa.Table.from_pylist([{"source_id": source_id, "rank": None, **r} for r in out],
                                 schema=schema)
-
-
-def _gpu_metrics(export: Export, source_id: int, start_utc: int) -> pa.Table | None:
-    """GPU_METRICS (nsys --gpu-metrics-devices) → gpu_samples, values from % to ratios.
-    Layout from NVIDIA's export documentation (typeId's low byte is the GPU); the corpus
-    has no such export."""
-    import pyarrow as pa
-
-    if "GPU_METRICS" not in export.tables:
-        return None
-    i64 = pa.int64()
-    samples = export.read("GPU_METRICS", "gpu_metrics", {
-        "timestamp": i64, "type_id": i64, "metric_id": i64, "value": pa.float64()})
-    names = export.read("TARGET_INFO_GPU_METRICS", "gpu_metric_names", {
-        "type_id": i64, "metric_id": i64, "name": pa.string()})
-    by_id = {(t, m): n for t, m, n in zip(names["type_id"].to_pylist(),
-                                          names["metric_id"].to_pylist(),
-                                          names["name"].to_pylist())}
-    mapped = column_map()["gpu_metric_map"]
-    rows: dict[str, list[Any]] = {k: [] for k in ("i", "dev", "clock", "metric", "value",
-                                                  "unit", "reported")}
-    for i, (ts, type_id, metric_id, value) in enumerate(zip(
-            *(samples[k].to_pylist() for k in ("timestamp", "type_id", "metric_id", "value")))):
-        label = by_id.get((type_id, metric_id)) or f"metric {metric_id}"
-        base, _, unit_text = label.partition(" [")
-        percent = "%" in unit_text
-        rows["i"].append(i)
-        rows["dev"].append(type_id & 0xFF if type_id is not None else None)
-        rows["clock"].append(ts)
-        rows["metric"].append(mapped.get(base, base))
-        rows["value"].append(value / 100 if percent and value is not None else value)
-        rows["unit"].append("ratio" if percent else None)
-        rows["reported"].append(unit_text.rstrip("]") or None)
-    import pyarrow.compute as pc
-
-    n = len(rows["i"])
-    clock = pa.array(rows["clock"], i64)
-    return pa.table({
-        "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n),
-        "sample_index": pa.array(rows["i"], i64),
-        "device_index": pa.array(rows["dev"], pa.int32()),
-        "device_uuid": pa.nulls(n, pa.string()), "device_bus_id": pa.nulls(n, pa.string()),
-        "ts_ns": pc.add(clock, start_utc), "clock_ts_ns": clock,
-        "clock": pa.repeat(pa.scalar("session_start"), n),
-        "instrument": pa.repeat(pa.scalar("nsys"), n),
-        "metric": pa.array(rows["metric"], pa.string()),
-        "value": pa.array(rows["value"], pa.float64()),
-        "unit": pa.array(rows["unit"], pa.string()),
-        "reported_unit": pa.array(rows["reported"], pa.string())})
 
 
 def _anomaly_table(found: list[tuple[str, int | None, str]], source_id: int) -> pa.Table:
