@@ -94,14 +94,21 @@ def test_distinct_columns_are_stored_without_a_dictionary(tmp_path: Path) -> Non
 
     schema = table_schema("host_events")
     n = 50
-    columns = {f.name: pa.array([f"v{i % 3}" if pa.types.is_string(f.type) else i % 3
-                                 for i in range(n)], f.type)
+
+    def value(kind: pa.DataType, i: int) -> Any:
+        if pa.types.is_list(kind):  # e.g. input_types: a one-item list
+            return [value(kind.value_type, i)]
+        return f"v{i % 3}" if pa.types.is_string(kind) else i % 3
+
+    columns = {f.name: pa.array([value(f.type, i) for i in range(n)], f.type)
                for f in schema.arrow() if f.name not in ("run_id", "publish_id")}
     writer = TableWriter(tmp_path, "host_events", {"run_id": "r", "publish_id": "p"})
     writer.write(pa.table(columns))
     writer.close()
     group = pq.ParquetFile(tmp_path / "host_events.parquet").metadata.row_group(0)
-    with_dictionary = {group.column(i).path_in_schema for i in range(group.num_columns)
+    # a list column's path is name.list.element: its top-level name is the column
+    with_dictionary = {group.column(i).path_in_schema.split(".")[0]
+                       for i in range(group.num_columns)
                        if group.column(i).dictionary_page_offset is not None}
     distinct = {c.name for c in schema.columns if c.distinct}
     assert distinct == {"event_id", "ts_ns", "correlation_id", "external_id",

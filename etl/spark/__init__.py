@@ -40,7 +40,12 @@ def local_session(master: str = "local[2]", app_name: str = "etl") -> SparkSessi
         # cluster, PYSPARK_PYTHON names the executors' Python (pyspark reads the variable
         # when the context starts, not a setting)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        # the driver plans every view: the deepest (tc_amdahl over run_utilization over the
+        # windows and the matches) ran out of the default 1 GiB heap while being analysed
+        builder = builder.config("spark.driver.memory", "3g")
+    return (builder
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
