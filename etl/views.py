@@ -481,7 +481,8 @@ def ensure_views(warehouse: Warehouse) -> bool:
         except (duckdb.IOException, duckdb.ConnectionException):
             return False  # a writer holds the file
     statements = all_statements(warehouse)
-    warehouse.init()  # schema files of tables newer than the warehouse, before binding
+    if not new:  # a new one was laid out above
+        warehouse.init()  # schema files of tables newer than the warehouse, before binding
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
     except (duckdb.IOException, duckdb.ConnectionException):

@@ -289,12 +289,12 @@ class Warehouse:
             seq = pa.repeat(pa.scalar(self._next_sequence(), pa.int64()), rows.num_rows)
             rows = rows.set_column(rows.schema.get_field_index("publish_seq"), "publish_seq", seq)
             _write_parquet("runs", conform("runs", rows), staged / "runs.parquet")
-            _fsync_dir(staged)
+            _fsync_path(staged)
             visible_from = _now_us() + int(PUBLISH_MARGIN_SECONDS * 1e6)
             folder = self.data / f"{stem}{VISIBLE_SUFFIX}{visible_from}"
             os.rename(staged, folder)
             late = _now_us() >= visible_from
-            _fsync_dir(self.data)
+            _fsync_path(self.data)
             self._supersede(previous, names)
             self._collect_garbage({folder.name, *live_folders(previous, names)})
         return Publication(folder.name, visible_from, late)
@@ -484,18 +484,12 @@ def _fsync_together(paths: list[Path]) -> None:
     """fsync many small files at once: the file system commits concurrent syncs in one
     journal transaction, where one after the other waited for a commit each (13 schema
     files took 0.3 s of a small trace's first ingest)."""
-    def sync(path: Path) -> None:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
     with ThreadPoolExecutor(len(paths) or 1) as pool:
-        list(pool.map(sync, paths))
+        list(pool.map(_fsync_path, paths))
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a folder (a folder's entries: renames into it)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

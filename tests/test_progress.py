@@ -73,7 +73,14 @@ def test_descriptions() -> None:
         "trace.json: linking host events"
 
 
-def test_the_bar_listens_only_on_a_terminal_and_stops_after() -> None:
+def test_the_bar_listens_only_on_a_terminal_and_stops_after(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
     with report.progress(1):  # pytest's stderr is not a terminal
         assert progress._listener is None
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    with report.progress(1):
+        assert progress._listener is not None
+        progress.report(FileProgress(Path("t.json"), "read", 1, 2))  # updates the bar
     assert progress._listener is None

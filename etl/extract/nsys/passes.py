@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
-from etl.extract.layer_columns import no_autograd_columns, with_layer_columns
+from etl.extract.layer_columns import no_autograd_columns
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAUNCH_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
                                     Partitioning)
@@ -258,7 +258,7 @@ def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
         "event_id": batch["event_id"], "correlation_id": batch["corr"],
         "ts_ns": batch["start"], "op_event_id": pa.nulls(n, pa.int64()),
         "op_name": pa.nulls(n, pa.string()), "layer": layer_codes,
-        # what kernel_join carries for every format; emit() derives the same from the layer
+        # NVTX ranges are layers; they tell no passes (etl/extract/layer_columns.py's rule)
         "layer_kind": pc.if_else(has_layer, "nvtx", pa.scalar(None, pa.string())),
         "pass": pa.nulls(n, pa.string()),
         "layer_status": pc.if_else(has_layer, "enclosing_scope", "no_scope")})
@@ -332,10 +332,12 @@ def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
             "kind": kind, "category": kind, "device_id": joined["device_id"],
             **{c: joined[c] for c in KERNEL_COLUMNS},
             "name": names.text(joined["name"]), "layer": _layer_names(joined["layer"], names),
-            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE),
+            "layer_kind": joined["layer_kind"], "pass": joined["pass"],
+            "layer_status": pc.fill_null(joined["layer_status"], "no_launch")})
         table = table.select(["source_id", "rank", "kernel_id", "kind", "category",
-                              "device_id", *KERNEL_COLUMNS, "iteration"])
-        table = with_layer_columns(table, "nvtx", None)  # NVTX ranges: no passes
+                              "device_id", *KERNEL_COLUMNS, "iteration", "layer_kind", "pass",
+                              "layer_status"])
         orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.invert(pa.array(found)))
         orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
         write(table)
