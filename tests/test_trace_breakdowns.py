@@ -238,3 +238,21 @@ def test_memcpy_bandwidth_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
             assert got[key][:2] == (count, total), (trace.name, key)
             if total and dur:
                 assert got[key][2] == dur, (trace.name, key)
+
+
+# Versions made only to answer faster must keep their predecessor's rows (sql/CHANGELOG.md).
+FASTER = [("temporal_breakdown_v2", "temporal_breakdown_v3"),
+          ("comm_overlap_v2", "comm_overlap_v3"),
+          ("stragglers_v2", "stragglers_v3"),
+          ("mfu_v1", "mfu_v2")]
+
+
+@pytest.mark.parametrize("before,after", FASTER)
+def test_faster_version_keeps_the_rows(corpus: duckdb.DuckDBPyConnection, tiny:
+                                       duckdb.DuckDBPyConnection, before: str,
+                                       after: str) -> None:
+    for con in (corpus, tiny):
+        [(count,)] = rows(con, f"SELECT count(*) FROM {before}")
+        assert count > 0, before
+        for a, b in ((before, after), (after, before)):
+            assert rows(con, f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})") == [(0,)]

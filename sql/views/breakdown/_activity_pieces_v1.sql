@@ -1,0 +1,60 @@
+-- _activity_pieces: private helper. Each computation, communication and memory activity
+-- with where its piece of each scope starts: the instants it adds to the union of its
+-- scope's intervals are [<scope>_from_ns, end_ns] when that is not empty.
+-- Grain: one row per run, source, device and typed GPU activity (kernel_type computation,
+-- communication or memory, from etl/extract/kernel_types.toml).
+-- Sorted by start (then end) on each device, an activity adds to a scope the part of it
+-- after the latest end of the scope's earlier activities; these pieces never overlap and
+-- cover the scope's union, so lengths clipped to a window add up to the union's ns in it.
+-- Scopes as _type_coverage_v1's: computation, communication, computation_communication
+-- (either), all (any of the three types); <scope>_from_ns is NULL for an activity outside
+-- the scope. Activities without a device, a start or a non-negative duration cannot be
+-- placed and are left out (flagged at ingest).
+-- [project] _type_coverage_v1's sweep, one row per activity with a column per scope instead
+-- of a row per scope: a third of the rows to join to the iteration windows.
+WITH placed AS (
+    SELECT k.run_id, r.run_name, k.source_id, k.device_id, k.kernel_type,
+           k.ts_ns AS start_ns, k.ts_ns + k.dur_ns AS end_ns
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    WHERE k.kernel_type IN ('computation', 'communication', 'memory')
+      AND k.device_id IS NOT NULL AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0
+),
+earlier AS (
+    SELECT *,
+           max(end_ns) FILTER (WHERE kernel_type = 'computation') OVER before AS comp_end_ns,
+           max(end_ns) FILTER (WHERE kernel_type = 'communication') OVER before AS comm_end_ns,
+           max(end_ns) FILTER (WHERE kernel_type = 'memory') OVER before AS memory_end_ns
+    FROM placed
+    WINDOW before AS (PARTITION BY run_id, run_name, source_id, device_id
+                      ORDER BY start_ns, end_ns
+                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+SELECT
+    run_id,
+    run_name,
+    source_id,
+    device_id,
+    kernel_type,
+    start_ns,
+    end_ns,
+    CASE WHEN kernel_type = 'computation' THEN greatest(start_ns, comp_end_ns) END
+        AS computation_from_ns,
+    CASE WHEN kernel_type = 'communication' THEN greatest(start_ns, comm_end_ns) END
+        AS communication_from_ns,
+    CASE WHEN kernel_type IN ('computation', 'communication')
+         THEN greatest(start_ns, comp_end_ns, comm_end_ns) END
+        AS computation_communication_from_ns,
+    greatest(start_ns, comp_end_ns, comm_end_ns, memory_end_ns) AS all_from_ns
+FROM earlier
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name (carried so that a filter on it reaches the scans)
+-- source_id: input file within the run (one per rank)
+-- device_id: GPU index as the trace numbers it
+-- kernel_type: computation, communication or memory
+-- start_ns: start of the activity, ns since the trace's epoch
+-- end_ns: end of the activity, ns since the trace's epoch
+-- computation_from_ns: start of the activity's piece of the computation union (empty when not before end_ns); NULL unless a computation kernel
+-- communication_from_ns: start of its piece of the communication union; NULL unless a communication kernel
+-- computation_communication_from_ns: start of its piece of the union of both; NULL for memory activities
+-- all_from_ns: start of its piece of the union of all three types
