@@ -64,6 +64,9 @@ class Format:
     # Paths below a run folder that a tool nests by convention (globs relative to the run
     # folder, e.g. "plugins/profile/*/*.xplane.pb"): the folder holding them is the run.
     layout: tuple[str, ...] = ()
+    # A content test that opens the file, for what the first 64 KiB may not show (a SQLite
+    # schema written after the data); tried only when no format's sniff accepted the head.
+    sniff_file: Callable[[Path], bool] | None = None
 
     def claimed_by(self, name: str) -> bool:
         return name.lower().endswith(self.claims) if self.claims else False
@@ -113,7 +116,11 @@ def recognise(path: Path, head: Callable[[Path], bytes]) -> tuple[Format | None,
         if sniffed is not None and sniffed.family == claimed.family:
             return sniffed, True
         return claimed, True
-    return sniffed_format(head(path)), False
+    sniffed = sniffed_format(head(path))
+    if sniffed is None:
+        sniffed = next((f for f in formats() if f.sniff_file is not None and f.sniff_file(path)),
+                       None)
+    return sniffed, False
 
 
 def layouts() -> tuple[str, ...]:

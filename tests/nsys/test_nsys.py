@@ -236,3 +236,29 @@ def test_gpu_metrics_stream_equal_a_naive_reading(
         assert {s["clock"] for s in samples} == {"session_start"}
     by_metric = {s["metric"] for s in samples}
     assert {"sm_active", "tensor_active", "PCIe RX Bandwidth", "metric 4"} <= by_metric
+
+
+def test_an_export_whose_schema_lies_past_the_first_64_kib_is_recognised(
+        tmp_path: Path) -> None:
+    """Tables created after 200 KiB of data, with a schema too large for page 1, put the
+    table names beyond what the head sniff reads; the file is still an nsys export and
+    ingests through the CLI."""
+    from tests.conftest import cli
+
+    path = tmp_path / "runs" / "late_schema" / "report.sqlite"
+    path.parent.mkdir(parents=True)
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE filler (blob BLOB)")
+    con.executemany("INSERT INTO filler VALUES (?)", [(b"x" * 4000,)] * 50)
+    for n in range(40):  # page 1 overflows: the schema moves to leaf pages after the data
+        columns = ", ".join(f"column_with_a_long_name_{c} INTEGER" for c in range(8))
+        con.execute(f"CREATE TABLE ANOTHER_TABLE_OF_THE_EXPORT_{n} ({columns})")
+    con.commit()
+    con.close()
+    _tiny_export(path, 1_700_000_000_000_000_000)
+    assert b"CUPTI_ACTIVITY_KIND_" not in path.read_bytes()[:1 << 16]
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    import duckdb
+    con2 = duckdb.connect(str(tmp_path / "wh" / "warehouse.duckdb"), read_only=True)
+    assert con2.execute("SELECT count(*), min(dur_ns) FROM kernels").fetchone() == (1, 500)

@@ -9,6 +9,7 @@ stats_csv.py reads the stats CSV. This module stays light: run-folder scanning i
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from etl.extract.registry import Format
 
@@ -22,6 +23,27 @@ EXPORT_COMMAND = "nsys export --type sqlite --output REPORT.sqlite REPORT.nsys-r
 
 def looks_like_nsys_sqlite(head: bytes) -> bool:
     return head.startswith(SQLITE_MAGIC) and any(t in head for t in _NSYS_TABLES)
+
+
+def has_nsys_schema(path: Path) -> bool:
+    """A SQLite file whose schema names nsys tables, wherever its pages are: a schema that
+    grew after the data was written (tables created late, an index added at the end) lies
+    beyond the first 64 KiB that looks_like_nsys_sqlite sees."""
+    import sqlite3
+
+    with open(path, "rb") as file:
+        if file.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+            return False
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = [n for (n,) in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False  # not readable as SQLite: no format claims it
+    return any(name.encode().startswith(t) for name in names for t in _NSYS_TABLES)
 
 
 def looks_like_gpu_trace_csv(head: bytes) -> bool:
@@ -39,8 +61,9 @@ FORMATS = (
         reads="Nsight Systems SQLite export (nsys export --type sqlite, or the .sqlite "
               "nsys stats writes); schemas of nsys 2022.1 to 2025.5",
         recognised_by="the SQLite magic and nsys table names (TARGET_INFO_SESSION_START_TIME, "
-                      "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS) in the schema",
-        fills=FILLS, sniff=looks_like_nsys_sqlite,
+                      "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS) in the schema (in the first 64 KiB, "
+                      "else read with sqlite3)",
+        fills=FILLS, sniff=looks_like_nsys_sqlite, sniff_file=has_nsys_schema,
         reader="etl.extract.nsys.tables:ingest_sqlite"),
     Format(
         name="nsys_gpu_trace_csv", family="nsys", role="trace",
