@@ -82,15 +82,31 @@ def _memory_kind(kind: str | None, name: str) -> str:
 
 def with_kernel_types(kernels: pa.Table) -> pa.Table:
     """The batch with the three columns appended; each distinct (kind, name) is
-    classified once (a batch of 65 536 kernels holds a few hundred names)."""
+    classified once (a batch of 65 536 kernels holds a few hundred names), and rows find
+    their pair by Arrow's hashing, not a Python object per row."""
+    import numpy as np
     import pyarrow as pa
 
-    seen: dict[tuple[Any, Any], int] = {}
-    index = pa.array([seen.setdefault(pair, len(seen)) for pair in
-                      zip(kernels["kind"].to_pylist(), kernels["name"].to_pylist())], pa.int32())
-    values = [classify(kind, name) for kind, name in seen]
+    kinds, kind_at = _distinct(kernels["kind"])
+    names, name_at = _distinct(kernels["name"])
+    pairs, index = np.unique(kind_at.astype(np.int64) * max(len(names), 1) + name_at,
+                             return_inverse=True)
+    values = [classify(kinds[pair // max(len(names), 1)], names[pair % max(len(names), 1)])
+              for pair in pairs.tolist()]
+    rows = pa.array(index.astype(np.int32).reshape(-1))
     out = kernels
     for position, (column, arrow_type) in enumerate(zip(COLUMNS, TYPES)):
         distinct = pa.array([v[position] for v in values], getattr(pa, arrow_type)())
-        out = out.append_column(column, distinct.take(index))
+        out = out.append_column(column, distinct.take(rows))
     return out
+
+
+def _distinct(column: pa.ChunkedArray) -> tuple[list[Any], Any]:
+    """The column's distinct values (null among them) and each row's position in that list."""
+    import pyarrow as pa
+
+    array = column.combine_chunks()  # one dictionary for the whole batch
+    encoded = (array if pa.types.is_dictionary(array.type)
+               else array.dictionary_encode(null_encoding="encode"))
+    positions = encoded.indices.fill_null(len(encoded.dictionary))  # a null index: null
+    return [*encoded.dictionary.to_pylist(), None], positions.to_numpy()

@@ -78,6 +78,30 @@ def test_columns_appended_per_row() -> None:
     assert out["tc_estimate"].to_pylist() == [True, None, True, None]
 
 
+
+@pytest.mark.parametrize("encoding", ["plain", "dictionary per chunk"])
+def test_batched_columns_equal_classify_row_by_row(encoding: str) -> None:
+    """Chunks, nulls in both columns and per-chunk dictionaries (what the spills hand over)
+    give each row what classify gives its (kind, name)."""
+    import random
+
+    import pyarrow as pa
+
+    rng = random.Random(7)
+    kinds = ["kernel", "memcpy", "memset", "cuda_runtime", "gpu_user_annotation", None]
+    names = ["ampere_h16816gemm", "ncclKernel_AllReduce_RING", "Memcpy HtoD (Pinned -> Device)",
+             "Memset (Device)", "elementwise", "ProfilerStep#3", None]
+    rows = [(rng.choice(kinds), rng.choice(names)) for _ in range(3000)]
+    chunks = [rows[i:i + 700] for i in range(0, len(rows), 700)]
+    kind = pa.chunked_array([pa.array([k for k, _ in c], pa.string()) for c in chunks])
+    name = pa.chunked_array([pa.array([n for _, n in c], pa.string()) for c in chunks])
+    if encoding != "plain":
+        name = pa.chunked_array([c.dictionary_encode() for c in name.chunks])
+    out = with_kernel_types(pa.table({"kind": kind, "name": name}))
+    got = list(zip(out["kernel_type"].to_pylist(), out["memory_kind"].to_pylist(),
+                   out["tc_estimate"].to_pylist()))
+    assert got == [classify(k, n) for k, n in rows]
+
 CORPUS = {  # traces whose kernel names are checked one by one
     ("hta", "nccl_parser_config", "nccl_data.json.gz"): "nccl",
     ("hta", "amd_trace", "mi250_minitoy_train_ROCm6_2_kineto.json.gz"): "mi250",
