@@ -244,7 +244,10 @@ def test_memcpy_bandwidth_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
 FASTER = [("temporal_breakdown_v2", "temporal_breakdown_v3"),
           ("comm_overlap_v2", "comm_overlap_v3"),
           ("stragglers_v2", "stragglers_v3"),
-          ("mfu_v1", "mfu_v2")]
+          ("mfu_v1", "mfu_v2"),
+          ("gpu_utilization_v3", "gpu_utilization_v4"),
+          ("run_summary_v3", "run_summary_v4"),
+          ("_iteration_memory_v1", "_iteration_memory_v2")]
 
 
 @pytest.mark.parametrize("before,after", FASTER)
