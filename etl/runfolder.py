@@ -22,7 +22,7 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "timezone": str,  # IANA zone of local times in monitor logs (nvidia-smi prints no zone)
     "gpu_memory_bytes": int,  # device's total memory where the trace does not say
     "nvidia_smi_query": str,  # the --query-gpu list of a noheader nvidia-smi log: its fields
-    "step_pattern": str,  # regex of NVTX step ranges (nsys), group 1 the iteration number
+    "step_pattern": str,  # regex of step markers (Kineto, nsys), group 1 the iteration number
 }
 
 
@@ -274,7 +274,7 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
 
 
 def _check_step_pattern(path: Path, pattern: str) -> None:
-    """A Python regex with a group for the iteration number (nsys NVTX step ranges)."""
+    """A Python regex with a group for the iteration number (etl/extract/step_names.py)."""
     import re
 
     try:

@@ -167,3 +167,12 @@ def test_a_bad_step_pattern_refuses_the_run_in_one_line(tmp_path: Path, pattern:
     with pytest.raises(InputError) as info:
         read_run_toml(tmp_path / "run.toml")
     assert problem in info.value.line() and "step_pattern" in info.value.line()
+
+
+def test_a_step_number_that_is_no_number_is_refused_in_one_line(tmp_path: Path) -> None:
+    from etl.errors import InputError
+
+    path = _stepped_export(tmp_path / "steps.sqlite")
+    with pytest.raises(InputError) as info:
+        _ingest(path, tmp_path, step_pattern=r"^(batch) \d+$")
+    assert "'batch 7'" in info.value.line() and "group 1 ('batch')" in info.value.line()

@@ -39,8 +39,16 @@ def join_kernels(spill: Path, gpu_rows: int, launch_rows: int, emit: Emit,
     folders = _split(gpu_files, launch_file, spill / "parts", parts)
     release_memory()
     for folder in folders:
-        _join(_read_ipc(folder / "gpu.arrow"), _read_ipc(folder / "launch.arrow"), emit,
-              anomalies)
+        join_ipc_parts(folder / "gpu.arrow", folder / "launch.arrow", emit, anomalies)
+
+
+def join_ipc_parts(gpu_path: Path, launch_path: Path, emit: Emit,
+                   anomalies: list[Anomaly] | None = None) -> None:
+    """Join one partition's GPU rows and launch calls, each an Arrow IPC file (absent: no
+    rows), and emit the joined rows as join_kernels does, in event order. Duplicate
+    launches go to `anomalies` (None: the first launch is used, unreported)."""
+    _join(_read_ipc(gpu_path), _read_ipc(launch_path), emit,
+          [] if anomalies is None else anomalies)
 
 
 def _read(files: list[Path]) -> pa.Table | None:
@@ -76,8 +84,10 @@ def _split(gpu_files: list[Path], launch_file: Path, root: Path, parts: int) -> 
 
 
 def _batches(files: list[Path]) -> Iterator[pa.Table]:
+    # pre_buffer off: on, pyarrow reads whole column chunks ahead of the batches (a row
+    # group of a big spill file at once), which is the memory the partitions are to bound
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 17):
+        for batch in pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=1 << 17):
             yield pa.Table.from_batches([batch])
 
 

@@ -3,7 +3,8 @@
 Rules (fields.toml [layers], [layer_kinds], [passes]):
 - scope kind of a host event: `module` (python_function `nn.Module: X`), `optimizer` /
   `communication` (a user_annotation whose name matches that [layer_kinds] pattern),
-  `user_annotation` (any other record_function label but ProfilerStep#N), `backward` (a
+  `user_annotation` (any other record_function label but a step marker: ProfilerStep#N
+  and run.toml's step_pattern, tables.StepMarkers), `backward` (a
   cpu_op run by the autograd engine: "Fwd thread id" > 0, or without that argument named
   `autograd::engine::evaluate_function: ...`), else NULL. Every scope is a layer scope for
   the linker; backward ops and optimizer scopes are also its marks (they decide the pass).
@@ -36,13 +37,14 @@ BACKWARD = "backward"
 MARK_KINDS = pa.array([BACKWARD, "optimizer"], pa.string())
 
 
-def scope_kinds(host: pa.Table) -> Any:
-    """The scope kind of each host row (category, name, fwd_thread_id), NULL for none."""
+def scope_kinds(host: pa.Table, step_markers: Any) -> Any:
+    """The scope kind of each host row (category, name, fwd_thread_id), NULL for none;
+    `step_markers`: the rows that mark steps (boolean), never scopes."""
     names, cats = host["name"], host["category"]
     kind = pa.nulls(host.num_rows, pa.string())
     annotation = pc.and_(pc.is_in(cats, pa.array(field_map()["layers"]
                                                  ["annotation_categories"])),
-                         pc.and_(pc.invert(_is_step(names)),
+                         pc.and_(pc.invert(step_markers),
                                  pc.greater(pc.utf8_length(names), 0)))
     kind = _where(annotation, "user_annotation", kind)
     for name, pattern in reversed(field_map()["layer_kinds"].items()):  # the first wins
@@ -56,10 +58,6 @@ def scope_kinds(host: pa.Table) -> Any:
 
 def _where(mask: Any, value: str, otherwise: Any) -> Any:
     return pc.if_else(pc.fill_null(mask, False), value, otherwise)
-
-
-def _is_step(names: Any) -> Any:
-    return pc.fill_null(pc.match_substring_regex(names, field_map()["steps"]["pattern"]), False)
 
 
 def _is_backward_op(host: pa.Table) -> Any:

@@ -35,6 +35,8 @@ import pyarrow.parquet as pq
 from etl import link
 from etl.extract.kineto import passes
 from etl.extract.kineto.reader import Anomaly, TraceInfo, field_map, stream_trace
+from etl.errors import InputError
+from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
@@ -47,7 +49,7 @@ from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span,
 from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
                                             window_ends)
 from etl.extract.kineto.tables import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS, NO_GPU_ACTIVITY,
-                                      BeginEndSweep, Step, _anomaly_table,
+                                      BeginEndSweep, Step, StepMarkers, _anomaly_table,
                                       _devices_table, gpu_work_calls, iterations_table,
                                       no_gpu_activity, thread_keys)
 
@@ -59,7 +61,7 @@ def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Pa
     """Stream one trace file into `sinks`; the spill folder is removed afterwards."""
     spill.mkdir(parents=True)
     try:
-        sink = SpillSink(path, spill, options.workers)
+        sink = SpillSink(path, spill, options.workers, _markers(options))
         try:
             with gc_paused():
                 info = stream_trace(path, sink, options.salvage, options.slice_bytes)
@@ -69,8 +71,15 @@ def ingest_trace(path: Path, source_id: int, gpu_override: str | None, spill: Pa
         summaries = sink.close()
         return _assemble(path, info, summaries, source_id, gpu_override, spill, sinks,
                          options)
+    except StepNumberError as exc:
+        raise InputError(path, exc.problem(), "run.toml step_pattern",
+                         STEP_NUMBER_REMEDY) from None
     finally:
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def _markers(options: PipelineOptions) -> StepMarkers:
+    return StepMarkers.of_pattern(options.step_pattern)
 
 
 class SpillSink:
@@ -82,8 +91,8 @@ class SpillSink:
     slices of a gzip file are sent.
     """
 
-    def __init__(self, path: Path, folder: Path, workers: int) -> None:
-        self.path, self.folder = path, folder
+    def __init__(self, path: Path, folder: Path, workers: int, markers: StepMarkers) -> None:
+        self.path, self.folder, self.markers = path, folder, markers
         self.summaries: list[SliceSummary] = []
         self.pending: deque[Future[SliceSummary]] = deque()
         self.pool = _pool(workers) if workers > 1 else None
@@ -101,14 +110,15 @@ class SpillSink:
         index = len(self.summaries) + len(self.pending)
         if self.pool is None:
             self.summaries.append(spill_text(self.path, bytes(text), first_id, offset,
-                                             self.folder, index))
+                                             self.folder, index, self.markers))
             return
         if self.read_in_worker:
             task = self.pool.submit(spill_range, self.path, offset, len(text),
-                                    slice_checksum(text), first_id, self.folder, index)
+                                    slice_checksum(text), first_id, self.folder, index,
+                                    self.markers)
         else:
             task = self.pool.submit(spill_text, self.path, bytes(text), first_id, offset,
-                                    self.folder, index)
+                                    self.folder, index, self.markers)
         self.pending.append(task)
         while len(self.pending) >= self.limit:
             self.summaries.append(self.pending.popleft().result())
@@ -116,7 +126,8 @@ class SpillSink:
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
         self._drain()
         index = len(self.summaries)
-        self.summaries.append(spill_table(table, anomalies, with_phase, self.folder, index))
+        self.summaries.append(spill_table(table, anomalies, with_phase, self.folder, index,
+                                          self.markers))
 
     def with_phase(self) -> int:
         self._drain()
@@ -363,14 +374,14 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
             found: list[Anomaly] = []
             paired = sweep.feed(batch.drop_columns(["thread_key"]).cast(schema),
                                 threads.codes(batch["thread_key"]), found)
-            summaries.append(spill_table(paired, found, 0, spill,
-                                         first_index + len(summaries), paired=True))
+            summaries.append(spill_table(paired, found, 0, spill, first_index + len(summaries),
+                                         _markers(options), paired=True))
     finally:
         con.close()
     found = []
     paired = sweep.finish(found)
     summaries.append(spill_table(paired, found, 0, spill, first_index + len(summaries),
-                                 paired=True))
+                                 _markers(options), paired=True))
     return summaries
 
 

@@ -10,7 +10,6 @@ linking (steps, the span of complete events, device ids, anomalies) is returned,
 from __future__ import annotations
 
 import gc
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,8 +24,9 @@ from etl.extract.kineto.reader import (MEMORY_COLUMNS, Anomaly, SliceText, decod
                                        field_map)
 from etl.extract.kineto import passes
 from etl.extract.rawio import read_slice
-from etl.extract.kineto.tables import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, _classify, _flag_times,
-                                      complete_span, gpu_work_activities, split_begin_end)
+from etl.extract.kineto.tables import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, StepMarkers,
+                                      _classify, _flag_times, complete_span,
+                                      gpu_work_activities, split_begin_end)
 
 SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats small
 
@@ -46,23 +46,24 @@ class SliceSummary:
 
 
 def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
-                folder: Path, index: int) -> SliceSummary:
+                folder: Path, index: int, markers: StepMarkers) -> SliceSummary:
     """Read one validated slice of a plain file and spill it (the worker entry point for
     plain files: the ingesting process sends where the slice is, not its 16 MiB)."""
     return spill_text(path, read_slice(path, offset, length, checksum), first_id, offset,
-                      folder, index)
+                      folder, index, markers)
 
 
 def spill_text(path: Path, text: SliceText, first_id: int, offset: int,
-               folder: Path, index: int) -> SliceSummary:
+               folder: Path, index: int, markers: StepMarkers) -> SliceSummary:
     """Decode one validated slice and spill it (the worker entry point for gzip files)."""
     with gc_paused():
         decoded = decode_slice(path, text, first_id, offset)
-    return spill_table(decoded.table, decoded.anomalies, decoded.with_phase, folder, index)
+    return spill_table(decoded.table, decoded.anomalies, decoded.with_phase, folder, index,
+                       markers)
 
 
 def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folder: Path,
-                index: int, paired: bool = False) -> SliceSummary:
+                index: int, markers: StepMarkers, paired: bool = False) -> SliceSummary:
     """Classify decoded events and write host-<index> / gpu-<index>.parquet in `folder`;
     B and E events go unpaired to be-<index>.parquet (their E may be slices away).
     `paired`: the events are B/E pairs, whose times were flagged when they were paired."""
@@ -75,10 +76,12 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     is_host, is_gpu, kinds = _classify(base, summary.anomalies)
     if not paired:
         _flag_times(base, summary.anomalies)
-    host = _with_link_flags(base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host))))
+    host = base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host)))
+    step_numbers, not_scopes = markers.of(host["name"])
+    host = _with_link_flags(host, not_scopes)
     gpu = base.drop_columns(HOST_ARG_COLUMNS).take(pa.array(np.flatnonzero(is_gpu))).append_column(
         "kind", pa.array(kinds, pa.string()))
-    summary.steps = _steps(host)
+    summary.steps = _steps(host, step_numbers)
     summary.span = complete_span(base)
     summary.devices = [d for d in pc.unique(gpu["device_id"]).to_pylist() if d is not None]
     summary.host_rows, summary.gpu_rows = host.num_rows, gpu.num_rows
@@ -121,13 +124,12 @@ def _write(table: pa.Table, path: Path) -> None:
         pq.write_table(table, path, compression=SPILL_COMPRESSION, use_dictionary=False)
 
 
-def _with_link_flags(host: pa.Table) -> pa.Table:
+def _with_link_flags(host: pa.Table, not_scopes: pa.Array) -> pa.Table:
     """Add is_op, is_layer, is_launch, linkable, scope_kind and is_mark (see etl/link.py and
-    passes.py for the rules)."""
-    names, cats = host["name"], host["category"]
-    is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])),
-                    pc.invert(_is_step_name(names)))
-    kinds = passes.scope_kinds(host)
+    passes.py for the rules); `not_scopes`: the step markers' rows (StepMarkers.of)."""
+    cats = host["category"]
+    is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])), pc.invert(not_scopes))
+    kinds = passes.scope_kinds(host, not_scopes)
     launch_cats = [c for c, e in field_map()["categories"].items() if e.get("launch")]
     linkable = pc.and_(pc.and_(pc.equal(host["ph"], "X"), pc.is_valid(host["ts_ns"])),
                        pc.greater_equal(host["dur_ns"], 0))
@@ -139,26 +141,17 @@ def _with_link_flags(host: pa.Table) -> pa.Table:
     return host.append_column("scope_kind", kinds)
 
 
-def _is_step_name(names: pa.ChunkedArray | pa.Array) -> pa.Array:
-    return pc.fill_null(pc.match_substring_regex(names, field_map()["steps"]["pattern"]), False)
-
-
-def _steps(host: pa.Table) -> list[Step]:
-    """(event_id, N, start, end) of the ProfilerStep#N markers with ts and dur, in order."""
-    spec = field_map()["steps"]
-    mask = pc.and_(pc.and_(pc.is_in(host["category"], pa.array(spec["categories"])),
-                           _is_step_name(host["name"])),
+def _steps(host: pa.Table, numbers: pa.Array) -> list[Step]:
+    """(event_id, N, start, end) of the step markers (N in `numbers`, StepMarkers.of) with
+    ts and dur, in order."""
+    mask = pc.and_(pc.and_(pc.is_in(host["category"],
+                                    pa.array(field_map()["steps"]["categories"])),
+                           pc.is_valid(numbers)),
                    pc.and_(pc.equal(host["ph"], "X"), pc.and_(
                        pc.is_valid(host["ts_ns"]), pc.is_valid(host["dur_ns"]))))
-    rows = host.filter(pc.fill_null(mask, False))
-    pattern = re.compile(spec["pattern"])
-    out = []
-    for event_id, name, ts, dur in zip(*(rows[c].to_pylist() for c in (
-            "event_id", "name", "ts_ns", "dur_ns"))):
-        match = pattern.match(name)
-        assert match is not None  # the same pattern selected the row
-        out.append((event_id, int(match.group(1)), ts, ts + dur))
-    return out
+    rows = host.append_column("step", numbers).filter(pc.fill_null(mask, False))
+    return [(event_id, number, ts, ts + dur) for event_id, number, ts, dur in zip(
+        *(rows[c].to_pylist() for c in ("event_id", "step", "ts_ns", "dur_ns")))]
 
 
 def merge_span(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -8,7 +8,6 @@ into complete events).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from etl import link
 from etl.extract.kineto import passes
 from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.reader import KinetoTrace, field_map
+from etl.extract.step_names import StepNames
 
 Anomaly = tuple[str, int | None, str]
 # arguments only operators / only kernels carry (fields.toml [args])
@@ -28,6 +28,35 @@ KERNEL_ARG_COLUMNS = ["est_achieved_occupancy_share", "blocks_per_sm", "warps_pe
 HOST_COLUMNS = ["event_id", "ph", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
                 "correlation_id", "external_id", "sequence_number", "fwd_thread_id",
                 *HOST_ARG_COLUMNS]
+
+
+@dataclass(frozen=True)
+class StepMarkers:
+    """Which host events mark steps (fields.toml [steps], etl/extract/step_names.py).
+
+    `iterations`: the markers that are iterations, run.toml's step_pattern alone when set,
+    else ProfilerStep#N. `not_scopes`: the names that are neither ops nor layer scopes,
+    those markers and ProfilerStep#N whatever step_pattern says (the profiler's own
+    marker never names a layer). Pattern strings only: sent to slice workers.
+    """
+
+    iterations: StepNames
+    not_scopes: StepNames
+
+    @staticmethod
+    def of_pattern(step_pattern: str | None) -> StepMarkers:
+        default = field_map()["steps"]["pattern"]
+        custom = () if step_pattern is None else (step_pattern,)
+        return StepMarkers(StepNames.of(step_pattern, [default]),
+                           StepNames(tuple(dict.fromkeys((*custom, default)))))
+
+    def of(self, names: Any) -> tuple[Any, Any]:
+        """N of each name that marks an iteration (NULL for others), and which names are
+        not scopes (boolean), for an Arrow string array."""
+        numbers = self.iterations.numbers(names)
+        if self.not_scopes == self.iterations:
+            return numbers, pc.is_valid(numbers)
+        return numbers, self.not_scopes.matches(names)
 
 
 @dataclass
@@ -41,7 +70,8 @@ class SourceTables:
     gpu_names: list[str]
 
 
-def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> SourceTables:
+def build(trace: KinetoTrace, source_id: int, gpu_override: str | None,
+          step_pattern: str | None = None) -> SourceTables:
     rank = _rank(trace)
     plain, begin_end = split_begin_end(trace.events.combine_chunks())
     base = plain if begin_end is None else pa.concat_tables(
@@ -55,7 +85,8 @@ def build(trace: KinetoTrace, source_id: int, gpu_override: str | None) -> Sourc
         "kind", pa.array(kinds, pa.string()))
     times = base.select(["ph", "ts_ns", "dur_ns"])  # every category: the whole-trace span
     order = RecordOrder.of_events(plain) if trace.truncated else None  # in file order
-    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, times, order)
+    host_t, kern_t, iters = _link(host, gpu, trace.anomalies, times, order,
+                                  StepMarkers.of_pattern(step_pattern))
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
         host_events=_with_context(host_t, context),
@@ -282,19 +313,22 @@ def _np(column: Any, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Table,
-          order: RecordOrder | None) -> tuple[pa.Table, pa.Table, pa.Table]:
+          order: RecordOrder | None, markers: StepMarkers
+          ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """`order`: of a truncated source's records (None for a whole source)."""
     h_ts, h_ts_ok = _np(host["ts_ns"])
     h_dur, h_dur_ok = _np(host["dur_ns"])
     timed = h_ts_ok & h_dur_ok & (host["ph"].to_numpy(zero_copy_only=False) == "X")
-    steps = _steps(host, h_ts, h_dur, timed)
+    numbers, not_scopes = markers.of(host["name"])
+    steps = _steps(host, numbers, h_ts, h_dur, timed)
     host_iter = link.assign_iterations(steps[0], steps[1], steps[2], h_ts, h_ts_ok)
-    kinds = passes.scope_kinds(host)
-    links = _host_links(host, h_ts, h_ts + np.where(h_dur_ok, h_dur, 0), timed, kinds)
+    kinds = passes.scope_kinds(host, not_scopes)
+    is_op = _is_op(host, not_scopes)
+    links = _host_links(host, h_ts, h_ts + np.where(h_dur_ok, h_dur, 0), timed, kinds, is_op)
     for row in links.overlaps:
         anomalies.append(("overlapping_events", int(host["event_id"][row].as_py()),
                           "starts inside an enclosing event on its thread but ends after it"))
-    host_t = _host_table(host, links, host_iter, kinds)
+    host_t = _host_table(host, links, host_iter, kinds, is_op)
     kern_t = _kernel_table(host, gpu, links, host_iter, anomalies, kinds, timed & (h_dur >= 0))
     record = None if order is None else _record_end(order, host, gpu)
     iters = _iteration_table(host, steps, base, record, kern_t)
@@ -303,34 +337,28 @@ def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Tabl
     return host_t, kern_t, iters
 
 
-def _steps(host: pa.Table, ts: np.ndarray, dur: np.ndarray,
+def _steps(host: pa.Table, numbers: Any, ts: np.ndarray, dur: np.ndarray,
            timed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, number, row) of ProfilerStep#N markers."""
-    spec = field_map()["steps"]
-    pattern = re.compile(spec["pattern"])
-    cats = set(spec["categories"])
-    rows, numbers = [], []
-    for row, (name, cat) in enumerate(zip(host["name"].to_pylist(), host["category"].to_pylist())):
-        if cat in cats and name and timed[row] and (m := pattern.match(name)):
-            rows.append(row)
-            numbers.append(int(m.group(1)))
-    idx = np.array(rows, dtype=np.int64)
-    return ts[idx], ts[idx] + dur[idx], np.array(numbers, dtype=np.int64), idx
+    """(start, end, number, row) of the step markers (N in `numbers`, StepMarkers.of)."""
+    marker = _np_bools(pc.and_(pc.is_in(host["category"],
+                                        pa.array(field_map()["steps"]["categories"])),
+                               pc.is_valid(numbers)))
+    idx = np.flatnonzero(marker & timed).astype(np.int64)
+    number = _np(numbers)[0][idx].astype(np.int64)
+    return ts[idx], ts[idx] + dur[idx], number, idx
 
 
 def _host_links(host: pa.Table, start: np.ndarray, end: np.ndarray,
-                timed: np.ndarray, kinds: Any) -> link.HostLinks:
+                timed: np.ndarray, kinds: Any, is_op: np.ndarray) -> link.HostLinks:
     thread = np.asarray(pc.dictionary_encode(thread_keys(host)).combine_chunks().indices)
-    return link.link_host(thread, start, end, timed, _is_op(host), _np_bools(pc.is_valid(kinds)),
+    return link.link_host(thread, start, end, timed, is_op, _np_bools(pc.is_valid(kinds)),
                           _np_bools(passes.is_mark(kinds)))
 
 
-def _is_op(host: pa.Table) -> np.ndarray:
+def _is_op(host: pa.Table, not_scopes: Any) -> np.ndarray:
     """cpu_ops but step markers (cpu_ops in older traces: iterations, never a kernel's op)."""
-    step = pc.fill_null(pc.match_substring_regex(host["name"], field_map()["steps"]["pattern"]),
-                        False)
     return _np_bools(pc.and_(pc.is_in(host["category"], pa.array(["cpu_op", "Operator"])),
-                             pc.invert(step)))
+                             pc.invert(not_scopes)))
 
 
 def _np_bools(values: Any) -> np.ndarray:
@@ -344,10 +372,10 @@ def _opt(values: np.ndarray) -> pa.Array:
 
 
 def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray,
-                kinds: Any) -> pa.Table:
+                kinds: Any, is_op: np.ndarray) -> pa.Table:
     ids = np.asarray(host["event_id"].combine_chunks())
     parent = np.where(links.parent == link.NONE, link.NONE, ids[np.maximum(links.parent, 0)])
-    own = _np_bools(pc.is_valid(kinds)) | _is_op(host)
+    own = _np_bools(pc.is_valid(kinds)) | is_op
     inside = own | (links.op != link.NONE) | (links.layer != link.NONE)
     return pa.table({
         "event_id": host["event_id"], "category": host["category"], "name": host["name"],

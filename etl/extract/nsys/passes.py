@@ -315,7 +315,7 @@ def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
     import pyarrow.compute as pc
 
     # the join of one partition (first launch by binary search, rows in their order)
-    from etl.extract.kineto.kernel_join import _join, _read_ipc
+    from etl.extract.kineto.kernel_join import join_ipc_parts
 
     orphans: list[int] = []
 
@@ -344,7 +344,7 @@ def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
 
     for k in range(parts.parts):
         folder = spill / PARTS / str(k)
-        _join(_read_ipc(folder / GPU_PART), _read_ipc(folder / LAUNCH_PART), emit, [])
+        join_ipc_parts(folder / GPU_PART, folder / LAUNCH_PART, emit)
     return sorted(orphans)
 
 

@@ -9,7 +9,6 @@ before linking stays in memory and is small: the step ranges, the span, the devi
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl.extract.nsys.sqlite_export import Export, column_map
+from etl.extract.step_names import StepNames
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -91,7 +91,7 @@ class Names:
 class StepRanges:
     """NVTX ranges whose name matches a step pattern: group 1 is the iteration number."""
 
-    patterns: list[re.Pattern[str]]
+    patterns: StepNames
     rows: list[np.ndarray] = field(default_factory=list)
     numbers: list[np.ndarray] = field(default_factory=list)
     start: list[np.ndarray] = field(default_factory=list)
@@ -115,8 +115,8 @@ class StepRanges:
         self.has_end.append(end.is_valid().to_numpy(zero_copy_only=False)[hit])
 
     def _number(self, name: str) -> int:
-        m = next((m for p in self.patterns if (m := p.match(name))), None)
-        return -1 if m is None else int(m.group(1))
+        number = self.patterns.number(name)
+        return -1 if number is None else number
 
 
 @dataclass

@@ -22,7 +22,6 @@ GPU_METRICS samples too (gpu_metrics.py).
 """
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -36,6 +35,7 @@ from etl.extract.nsys.gpu_metrics import sample_batches
 from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
+from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
 from etl.extract.trace_role import SourceInfo, TraceClock, TraceResult
 
 if TYPE_CHECKING:
@@ -57,6 +57,9 @@ def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: P
     spill.mkdir(parents=True)
     try:
         return _ingest(export, source_id, gpu_override, spill, sinks, options)
+    except StepNumberError as exc:
+        raise InputError(path, exc.problem(), "NVTX_EVENTS, run.toml step_pattern",
+                         STEP_NUMBER_REMEDY) from None
     finally:
         export.close()
         shutil.rmtree(spill, ignore_errors=True)
@@ -120,11 +123,9 @@ def session_clock(export: Export) -> tuple[int, TraceClock]:
     return start, TraceClock("session_start", 0)
 
 
-def step_patterns(custom: str | None) -> list[re.Pattern[str]]:
+def step_patterns(custom: str | None) -> StepNames:
     """The step markers: run.toml's step_pattern alone when set, else columns.toml's."""
-    if custom is not None:
-        return [re.compile(custom)]
-    return [re.compile(p) for p in column_map()["steps"]["patterns"]]
+    return StepNames.of(custom, column_map()["steps"]["patterns"])
 
 
 def _steps(found: StepRanges) -> Steps:
