@@ -3,16 +3,20 @@ number worked out by hand on a tiny trace; and the peak catalog's entries."""
 from __future__ import annotations
 
 import copy
+import gzip
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from etl.gpu_peaks import catalog, peak_rows, problems
-from tests.conftest import cli, event, kernel, launch, query_json, step, write_trace
+from tests.conftest import (cli, corpus_path, event, kernel, launch, query_json, step,
+                            write_trace)
 
 A100 = "NVIDIA A100-SXM4-80GB"
 A100_FP16 = 312e12   # dense FP16 tensor peak, A100 datasheet
+B200_BF16 = 2250e12  # dense BF16 tensor peak, HGX B200 datasheet (4.5 PFLOPS sparse / 2)
 OCCUPANCY = {"est. achieved occupancy %": 50, "blocks per SM": 2.5, "warps per SM": 20}
 
 #  thread 1:  ProfilerStep#1 [0, 100 µs)                       ProfilerStep#2 [100, 200 µs)
@@ -68,6 +72,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _run(runs, "no_tf32_on_t4", EVENTS, "Tesla T4", "tf32")
     _run(runs, "no_precision", EVENTS, A100, None)
     _run(runs, "no_flops", _without_flops(EVENTS), A100, "fp32")
+    _run(runs, "bf16_b200", EVENTS, "NVIDIA B200", "bf16")
     result = cli("ingest", str(runs), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
     return root / "wh"
@@ -127,6 +132,17 @@ def test_mfu_by_hand(warehouse: Path) -> None:
     assert rows[1]["mfu_util"] == pytest.approx(2e9 / 100e-6 / A100_FP16, rel=1e-12)
 
 
+def test_mfu_by_hand_on_a_b200(warehouse: Path) -> None:
+    rows = query_json(warehouse, "SELECT iteration, peak_precision, peak_flops_per_s, mfu_util "
+                      "FROM mfu WHERE run_name = 'bf16_b200' ORDER BY iteration")
+    # step 1: 4.001 GFLOP over its 100 µs window, of 2250 TFLOP/s: 1.778e-5
+    assert rows == [
+        {"iteration": 1, "peak_precision": "bf16", "peak_flops_per_s": B200_BF16,
+         "mfu_util": pytest.approx(4.001e9 / 100e-6 / 2250e12, rel=1e-12)},
+        {"iteration": 2, "peak_precision": "bf16", "peak_flops_per_s": B200_BF16,
+         "mfu_util": pytest.approx(2e9 / 100e-6 / 2250e12, rel=1e-12)}]
+
+
 @pytest.mark.parametrize(("run", "reason"), [
     ("unknown_gpu", "GPU AMD Radeon Graphics not in etl/gpu_peaks.toml"),
     ("no_tf32_on_t4", "no tf32 peak for Tesla T4 in etl/gpu_peaks.toml"),
@@ -159,3 +175,30 @@ def test_a_broken_catalog_entry_is_named(edit: Any, problem: str) -> None:
     doc = copy.deepcopy(catalog())
     edit(doc)
     assert any(problem in p for p in problems(doc))
+
+
+# corpus traces whose GPU has a datasheet entry: the device names they write resolve
+NAMED_CORPUS_GPUS = {"other/tracelens/b200/eager_trace.json.gz": "B200 (HGX)",
+                     "other/tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz":
+                         "H100 SXM5"}
+
+
+@pytest.mark.parametrize("relative", sorted(NAMED_CORPUS_GPUS))
+def test_corpus_device_names_resolve_to_a_catalog_entry(relative: str) -> None:
+    with gzip.open(corpus_path(relative), "rt", encoding="utf-8") as fh:
+        names = {d["name"] for d in json.load(fh)["deviceProperties"]}
+    models = {key: model for key, _, model, _, _, _ in peak_rows(catalog())}
+    assert {models.get(name.strip().lower()) for name in names} == {NAMED_CORPUS_GPUS[relative]}
+
+
+def test_the_mi250_trace_writes_a_generic_name() -> None:
+    """ROCm 6.2 wrote "AMD Radeon Graphics" for the MI250's GCDs: a name every AMD GPU may
+    write, so it resolves to no entry (MFU NULL with a reason, never a guess); the MI250
+    entry holds the per-GCD peaks for traces that write the marketing name."""
+    with gzip.open(corpus_path("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
+                   "rt", encoding="utf-8") as fh:
+        props = json.load(fh)["deviceProperties"]
+    assert {(d["name"], d["numSms"]) for d in props} == {("AMD Radeon Graphics", 104)}
+    peaks = {(key, precision): flops for key, _, _, precision, flops, _ in peak_rows(catalog())}
+    assert ("amd radeon graphics", "fp16") not in peaks
+    assert peaks[("amd instinct mi250", "fp16")] == 181.05e12  # 362.1 per package / 2 GCDs
