@@ -73,6 +73,9 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _run(runs, "no_precision", EVENTS, A100, None)
     _run(runs, "no_flops", _without_flops(EVENTS), A100, "fp32")
     _run(runs, "bf16_b200", EVENTS, "NVIDIA B200", "bf16")
+    _run(runs, "mi250_by_run_toml", EVENTS, "AMD Radeon Graphics", "bf16")
+    with open(runs / "mi250_by_run_toml" / "run.toml", "a") as toml:
+        toml.write('gpu = "AMD Instinct MI250"\n')
     result = cli("ingest", str(runs), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
     return root / "wh"
@@ -141,6 +144,18 @@ def test_mfu_by_hand_on_a_b200(warehouse: Path) -> None:
          "mfu_util": pytest.approx(4.001e9 / 100e-6 / 2250e12, rel=1e-12)},
         {"iteration": 2, "peak_precision": "bf16", "peak_flops_per_s": B200_BF16,
          "mfu_util": pytest.approx(2e9 / 100e-6 / 2250e12, rel=1e-12)}]
+
+
+def test_run_toml_gpu_names_a_generic_device(warehouse: Path) -> None:
+    """ROCm writes "AMD Radeon Graphics" without the marketing name: run.toml gpu says the
+    model, and MFU takes its peak (181.05 TFLOP/s BF16 per MI250 GCD)."""
+    rows = query_json(warehouse, "SELECT iteration, gpu_name, peak_flops_per_s, mfu_util "
+                      "FROM mfu WHERE run_name = 'mi250_by_run_toml' ORDER BY iteration")
+    assert rows == [
+        {"iteration": 1, "gpu_name": "AMD Instinct MI250", "peak_flops_per_s": 181.05e12,
+         "mfu_util": pytest.approx(4.001e9 / 100e-6 / 181.05e12, rel=1e-12)},
+        {"iteration": 2, "gpu_name": "AMD Instinct MI250", "peak_flops_per_s": 181.05e12,
+         "mfu_util": pytest.approx(2e9 / 100e-6 / 181.05e12, rel=1e-12)}]
 
 
 @pytest.mark.parametrize(("run", "reason"), [

@@ -6,12 +6,15 @@
 -- achieved_flops_per_s = flops / the window's length (window_end_ns - window_start_ns).
 -- mfu_util = achieved_flops_per_s / the device's dense peak for the run's precision:
 -- the peak of gpu_peaks (etl/gpu_peaks.toml, a datasheet per GPU) for the device's name
--- (devices.name, else runs.gpu), at the precision peak_precisions gives runs.precision
+-- (devices.name when the catalog knows it, else runs.gpu: run.toml gpu names the model when
+-- the trace writes a generic name, as ROCm's "AMD Radeon Graphics"), at the precision
+-- peak_precisions gives runs.precision
 -- (fp32 → CUDA-core FP32, tf32 → TF32 tensor, amp/fp16 → FP16 tensor, bf16 → BF16 tensor).
 -- [project] MFU as the LLM-training literature uses it (PaLM, appendix B), with PyTorch's
 -- per-op flops in place of a model formula; not a figure of the paper.
--- v2: v1's rows, faster: reads _iteration_windows_v3 (v2's windows, joined to kernels by
--- two equi-joins instead of one OR) instead of _iteration_windows_v2.
+-- v2: faster: reads _iteration_windows_v3 (v2's windows, joined to kernels by two
+-- equi-joins instead of one OR) instead of _iteration_windows_v2; and a device name the
+-- catalog does not know gives way to runs.gpu when the catalog knows that (v1: NULL).
 WITH device_ops AS (
     SELECT DISTINCT run_id, source_id, device_id, op_event_id
     FROM kernels
@@ -31,7 +34,9 @@ windows AS (
     SELECT
         w.run_id, w.run_name, w.source_id, w.rank, w.device_id, w.iteration,
         w.window_start_ns, w.window_end_ns, w.complete,
-        coalesce(dv.name, r.gpu) AS gpu_name,
+        CASE WHEN lower(trim(dv.name)) IN (SELECT gpu_key FROM gpu_peaks) THEN dv.name
+             WHEN lower(trim(r.gpu)) IN (SELECT gpu_key FROM gpu_peaks) THEN r.gpu
+             ELSE coalesce(dv.name, r.gpu) END AS gpu_name,
         lower(trim(r.precision)) AS run_precision,
         CASE WHEN s.source_id IS NOT NULL THEN coalesce(wf.flops, 0) END AS flops
     FROM _iteration_windows_v3 AS w
@@ -93,7 +98,7 @@ FROM peaks
 -- complete: false when a truncated source may not hold the iteration whole
 -- flops: sum of host_events.flops of the iteration's events inside operators that launched kernels on the device, FLOP; 0 when none of them recorded flops; NULL when the trace recorded no flops at all
 -- achieved_flops_per_s: flops / ((window_end_ns - window_start_ns) / 1e9), FLOP/s; NULL when flops is NULL or the window is empty
--- gpu_name: the device's name as the trace writes it (devices.name), else runs.gpu; NULL when neither says
+-- gpu_name: the device's name as the trace writes it (devices.name) when the catalog knows it, else runs.gpu when the catalog knows that, else whichever is given; NULL when neither says
 -- run_precision: runs.precision lower-cased; NULL when run.toml does not say
 -- peak_precision: the peak the run's precision is measured against (peak_precisions): fp64, fp32, tf32, fp16 or bf16
 -- peak_flops_per_s: the device's dense peak at peak_precision (gpu_peaks), FLOP/s; NULL when the catalog has none
