@@ -1,9 +1,10 @@
 """Query cost of the trace-breakdown views for one run of a 1 GB Kineto trace, compacted.
 
 Issue #19 asks every view of sql/views/breakdown/ (and op_flops, mfu) to answer in under
-1 s for one run of a 1 GB trace on a compacted warehouse. This builds that warehouse once
-(bench/.cache): a 1 GB trace made by bench/make_trace.py from the corpus (as
-bench/ingest_bench.py does), `etl ingest`, then `etl compact`. It then runs, for each view,
+1 s for one run of a 1 GB trace on a compacted warehouse; gpu_utilization is printed
+too. This builds that warehouse once (bench/.cache): a 1 GB trace made by
+bench/make_trace.py from the corpus (as bench/ingest_bench.py does), `etl ingest`, then
+`etl compact`. It then runs, for each view,
 
   SELECT * FROM <view> WHERE run_name = '<the run>'             (the rows, as Arrow)
   SELECT count(*) FROM <view> WHERE run_name = '<the run>'
@@ -35,7 +36,8 @@ from ingest_bench import CACHE, make_trace  # noqa: E402
 from query_bench import evict  # noqa: E402
 
 VIEWS = ("kernel_breakdown", "temporal_breakdown", "idle_breakdown", "comm_overlap",
-         "stragglers", "launch_stats", "queue_length", "memcpy_bandwidth", "op_flops", "mfu")
+         "stragglers", "launch_stats", "queue_length", "memcpy_bandwidth", "op_flops", "mfu",
+         "gpu_utilization")
 RUN = "run"  # make_trace writes CACHE/trace-<size>/run/rank1.json
 
 TIMER = r"""
