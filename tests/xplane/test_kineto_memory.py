@@ -75,3 +75,18 @@ def test_real_trace_memory_events_match_a_naive_reading(tmp_path: Path) -> None:
         got = con.execute("SELECT ts_ns, device_id, allocated_bytes, reserved_bytes, "
                           "delta_bytes, event_id FROM memory_events ORDER BY ALL").fetchall()
     assert len(expected) == 236 and got == expected
+
+
+def test_the_carried_level_at_a_shared_instant_is_the_largest(tmp_path: Path) -> None:
+    """Two events at 50 µs, before step 2 and none inside it: the level carried into step 2
+    is the larger of the two (gpu_utilization_v4's definition; v3 took either)."""
+    events = [step(1, 0, 40_000), launch(1, 3_000), kernel(1, 10_000, 20_000),
+              memory(50_000, 3 * MIB, 3 * MIB), memory(50_000, 2 * MIB, -MIB, reserved=6 * MIB),
+              step(2, 100_000, 100_000), launch(2, 110_000), kernel(2, 120_000, 30_000)]
+    write_trace(tmp_path / "runs" / "mem" / "trace.json", events, deviceProperties=PROPERTIES)
+    [result] = ingest_all([tmp_path / "runs" / "mem"], Warehouse.at(tmp_path / "wh"))
+    assert result.status == "ingested", result.error
+    with etl.connect(tmp_path / "wh") as con:
+        peaks = con.execute("SELECT iteration, peak_allocated_bytes, peak_reserved_bytes "
+                            "FROM gpu_utilization_v4 ORDER BY iteration").fetchall()
+    assert peaks == [(1, None, None), (2, 3 * MIB, 6 * MIB)]

@@ -13,8 +13,8 @@
 -- [paper §V, Fig. 4] Memory usage against batch size. [project] The peak over the window
 -- and the share of allocated (not reserved) bytes are this project's definitions.
 -- v2: faster: reads _iteration_windows_v3 (v1's windows, joined to kernels by two
--- equi-joins instead of one OR), and finds the level carried into a window with an ASOF
--- join. v1's rows, except that when several events share the last instant before the
+-- equi-joins instead of one OR), and finds the level carried into a window in one sorted
+-- pass over the events and the window starts. v1's rows, except that when several events share the last instant before the
 -- window, the carried level is the largest of them (v1 took one of them arbitrarily).
 WITH gpu_memory AS (
     SELECT m.run_id, r.run_name, m.source_id, m.device_id, m.ts_ns, m.allocated_bytes,
@@ -37,36 +37,50 @@ inside AS (
      AND m.ts_ns >= w.window_start_ns AND m.ts_ns <= w.window_end_ns
     GROUP BY w.run_id, w.run_name, w.source_id, w.device_id, w.window_start_ns, w.iteration
 ),
-carried_allocated AS (
-    -- the last event before the window with allocated bytes, found by ASOF (v1 joined every
-    -- earlier event to every window: windows x events rows)
-    SELECT w.run_id, w.run_name, w.source_id, w.device_id, w.window_start_ns, w.iteration,
-           m.allocated_bytes
-    FROM _iteration_windows_v3 AS w
-    ASOF JOIN (SELECT run_id, run_name, source_id, device_id, ts_ns,
-                      max(allocated_bytes) AS allocated_bytes
-               FROM gpu_memory WHERE allocated_bytes IS NOT NULL
-               GROUP BY run_id, run_name, source_id, device_id, ts_ns) AS m
-      ON m.run_id = w.run_id AND m.run_name = w.run_name AND m.source_id = w.source_id
-     AND m.device_id = w.device_id AND w.window_start_ns > m.ts_ns
+timeline AS (
+    -- memory events and window starts on one time line per device; at the same ns a window
+    -- start sorts before the events, which are inside the window, not carried into it
+    SELECT run_id, run_name, source_id, device_id, ts_ns, true AS is_event,
+           allocated_bytes, reserved_bytes, CAST(NULL AS BIGINT) AS iteration
+    FROM gpu_memory
+    UNION ALL
+    SELECT run_id, run_name, source_id, device_id, window_start_ns, false, NULL, NULL, iteration
+    FROM _iteration_windows_v3
 ),
-carried_reserved AS (
-    SELECT w.run_id, w.run_name, w.source_id, w.device_id, w.window_start_ns, w.iteration,
-           m.reserved_bytes
-    FROM _iteration_windows_v3 AS w
-    ASOF JOIN (SELECT run_id, run_name, source_id, device_id, ts_ns,
-                      max(reserved_bytes) AS reserved_bytes
-               FROM gpu_memory WHERE reserved_bytes IS NOT NULL
-               GROUP BY run_id, run_name, source_id, device_id, ts_ns) AS m
-      ON m.run_id = w.run_id AND m.run_name = w.run_name AND m.source_id = w.source_id
-     AND m.device_id = w.device_id AND w.window_start_ns > m.ts_ns
+last_before AS (
+    -- for each window start, the instant of the last earlier event with allocated (reserved)
+    -- bytes, in one sorted pass (v1 joined every earlier event to every window)
+    SELECT run_id, run_name, source_id, device_id, ts_ns AS window_start_ns, iteration,
+           is_event,
+           max(CASE WHEN is_event AND allocated_bytes IS NOT NULL THEN ts_ns END) OVER earlier
+               AS allocated_ts_ns,
+           max(CASE WHEN is_event AND reserved_bytes IS NOT NULL THEN ts_ns END) OVER earlier
+               AS reserved_ts_ns
+    FROM timeline
+    WINDOW earlier AS (PARTITION BY run_id, run_name, source_id, device_id
+                       ORDER BY ts_ns, is_event ROWS UNBOUNDED PRECEDING)
+),
+carried AS (
+    -- the level at that instant (the largest, when several events share it); two
+    -- equi-joins, as one join on an OR of both instants pairs every window with every event
+    SELECT b.run_id, b.run_name, b.source_id, b.device_id, b.window_start_ns, b.iteration,
+           (SELECT max(m.allocated_bytes) FROM gpu_memory AS m
+            WHERE m.run_id = b.run_id AND m.run_name = b.run_name
+              AND m.source_id = b.source_id AND m.device_id = b.device_id
+              AND m.ts_ns = b.allocated_ts_ns) AS allocated_bytes,
+           (SELECT max(m.reserved_bytes) FROM gpu_memory AS m
+            WHERE m.run_id = b.run_id AND m.run_name = b.run_name
+              AND m.source_id = b.source_id AND m.device_id = b.device_id
+              AND m.ts_ns = b.reserved_ts_ns) AS reserved_bytes
+    FROM last_before AS b
+    WHERE NOT b.is_event
 ),
 peaks AS (
     SELECT w.run_id, w.run_name, w.source_id, w.device_id, w.iteration, w.window_start_ns,
            (s.device_id IS NOT NULL) AS has_memory_events,
            -- greatest skips NULLs: a window without events inside keeps the carried level
-           greatest(i.allocated_bytes, ca.allocated_bytes) AS peak_allocated_bytes,
-           greatest(i.reserved_bytes, cr.reserved_bytes) AS peak_reserved_bytes
+           greatest(i.allocated_bytes, c.allocated_bytes) AS peak_allocated_bytes,
+           greatest(i.reserved_bytes, c.reserved_bytes) AS peak_reserved_bytes
     FROM _iteration_windows_v3 AS w
     LEFT JOIN described AS s
       ON s.run_id = w.run_id AND s.run_name = w.run_name AND s.source_id = w.source_id
@@ -75,14 +89,10 @@ peaks AS (
       ON i.run_id = w.run_id AND i.run_name = w.run_name AND i.source_id = w.source_id
      AND i.device_id = w.device_id AND i.window_start_ns = w.window_start_ns
      AND i.iteration IS NOT DISTINCT FROM w.iteration
-    LEFT JOIN carried_allocated AS ca
-      ON ca.run_id = w.run_id AND ca.run_name = w.run_name AND ca.source_id = w.source_id
-     AND ca.device_id = w.device_id AND ca.window_start_ns = w.window_start_ns
-     AND ca.iteration IS NOT DISTINCT FROM w.iteration
-    LEFT JOIN carried_reserved AS cr
-      ON cr.run_id = w.run_id AND cr.run_name = w.run_name AND cr.source_id = w.source_id
-     AND cr.device_id = w.device_id AND cr.window_start_ns = w.window_start_ns
-     AND cr.iteration IS NOT DISTINCT FROM w.iteration
+    LEFT JOIN carried AS c
+      ON c.run_id = w.run_id AND c.run_name = w.run_name AND c.source_id = w.source_id
+     AND c.device_id = w.device_id AND c.window_start_ns = w.window_start_ns
+     AND c.iteration IS NOT DISTINCT FROM w.iteration
 )
 SELECT
     p.run_id,
