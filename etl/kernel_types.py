@@ -89,11 +89,10 @@ def with_kernel_types(kernels: pa.Table) -> pa.Table:
 
     kinds, kind_at = _distinct(kernels["kind"])
     names, name_at = _distinct(kernels["name"])
-    pairs, index = np.unique(kind_at.astype(np.int64) * max(len(names), 1) + name_at,
-                             return_inverse=True)
-    values = [classify(kinds[pair // max(len(names), 1)], names[pair % max(len(names), 1)])
-              for pair in pairs.tolist()]
-    rows = pa.array(index.astype(np.int32).reshape(-1))
+    width = len(names)  # never 0: null is among the names
+    pairs, index = np.unique(kind_at.astype(np.int64) * width + name_at, return_inverse=True)
+    values = [classify(kinds[pair // width], names[pair % width]) for pair in pairs.tolist()]
+    rows = pa.array(index.astype(np.int32))
     out = kernels
     for position, (column, arrow_type) in enumerate(zip(COLUMNS, TYPES)):
         distinct = pa.array([v[position] for v in values], getattr(pa, arrow_type)())

@@ -45,9 +45,3 @@ def _passes(layer: Any, patterns: dict[str, str] | None) -> Any:
                            name, found)
     return found
 
-
-def no_autograd_columns(n: int) -> dict[str, pa.Array]:
-    """host_events' sequence_number, fwd_thread_id and pass for formats without autograd
-    records (all NULL)."""
-    return {"sequence_number": pa.nulls(n, pa.int64()), "fwd_thread_id": pa.nulls(n, pa.int64()),
-            "pass": pa.nulls(n, pa.string())}

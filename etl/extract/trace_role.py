@@ -113,11 +113,13 @@ class TraceResult:
     clock: TraceClock | None = None
 
 
-# Columns only some trace formats fill (kineto_json's operator and kernel args); a reader
+# Columns only some trace formats fill (kineto_json's operator and kernel args, autograd
+# records and passes); a reader
 # that has no such values leaves them out and the ingest adds them as NULL, so each reader
 # names only what its format says (schemas/ says, per format, which fill them).
 OPTIONAL_COLUMNS = {
-    "host_events": ("input_dims", "input_types", "flops", "call_stack", "module_hierarchy"),
+    "host_events": ("input_dims", "input_types", "flops", "call_stack", "module_hierarchy",
+                    "sequence_number", "fwd_thread_id", "pass"),
     "kernels": ("est_achieved_occupancy_share", "blocks_per_sm", "warps_per_sm"),
 }
 

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from etl.extract.kineto.reader import field_map
 
 BACKWARD = "backward"
+NULL_TEXT = pa.scalar(None, pa.string())
 MARK_KINDS = pa.array([BACKWARD, "optimizer"], pa.string())
 
 
@@ -82,9 +83,32 @@ def is_mark(kinds: Any) -> Any:
 
 def passes(mark_kind: Any, inside_op_or_scope: Any) -> pa.Array:
     """Pass from the innermost mark's kind; forward where no mark but an op or scope."""
-    forward = pc.if_else(pc.fill_null(inside_op_or_scope, False), "forward",
-                         pa.scalar(None, pa.string()))
+    forward = pc.if_else(pc.fill_null(inside_op_or_scope, False), "forward", NULL_TEXT)
     return pc.coalesce(pc.cast(mark_kind, pa.string()), forward)
+
+
+def with_own_mark(mark_kind: Any, kinds: Any) -> Any:
+    """The innermost mark's kind of each row (NULL: none linked); a marked row is its own
+    mark, linked or not (an untimed backward op is backward)."""
+    return pc.coalesce(mark_kind, pc.if_else(is_mark(kinds), kinds, NULL_TEXT))
+
+
+def launch_columns(scope: pa.Table, pass_: Any) -> dict[str, Any]:
+    """What RESOLVE reads of launch calls besides their ids: from the row of each one's
+    innermost layer scope (name, scope_kind, sequence_number, pid) and its pass. A backward
+    op names no layer itself; its forward op's layer is resolved."""
+    backward = pc.fill_null(pc.equal(scope["scope_kind"], BACKWARD), False)
+    return {"layer": pc.if_else(backward, NULL_TEXT, scope["name"]),
+            "layer_kind": scope["scope_kind"], "pass": pass_, "pid": scope["pid"],
+            "backward_seq": scope["sequence_number"]}
+
+
+def forward_ops(events: pa.Table, scope: pa.Table, keep: Any) -> pa.Table:
+    """The {forward} of RESOLVE: the rows `keep` of `events` (pid, tid, sequence_number,
+    ts_ns, event_id) with their innermost layer scope's name and kind (`scope`)."""
+    table = events.select(["pid", "tid", "sequence_number", "ts_ns", "event_id"])
+    table = table.append_column("layer", scope["name"])
+    return table.append_column("layer_kind", scope["scope_kind"]).filter(keep)
 
 
 # The layer of every launch (kept columns + layer, layer_kind, layer_status); {launches}

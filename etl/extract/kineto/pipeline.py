@@ -419,9 +419,11 @@ def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> in
           _SpillWriter(spill / "forward.parquet") as forward):
         for batch in _batches(reader):
             links = state.link(batch)
-            write(_host_rows(batch, links, source))
-            launches.write(_launches(batch, links))
-            forward.write(_forward_ops(batch, links))
+            pass_ = _passes(batch, links)
+            write(_host_rows(batch, links, source, pass_))
+            launches.write(_launches(batch, links, pass_))
+            forward.write(passes.forward_ops(batch, links.scope, pc.and_(
+                batch["linkable"], passes.is_forward_op(batch, batch["scope_kind"]))))
             source.anomalies += [("overlapping_events", event_id, "starts inside an enclosing "
                                   "event on its thread but ends after it")
                                  for event_id in links.overlaps]
@@ -491,7 +493,8 @@ class _LinkState:
         none = np.full(n, link.NONE, dtype=np.int64)
         nothing = _Scopes(none[:0], batch.select(SCOPE_COLUMNS).slice(0, 0))
         out = _Links(none, none.copy(), none.copy(), [], nothing.names(none),
-                     nothing.of(none), _with_own_mark(nothing.of(none)["scope_kind"], batch))
+                     nothing.of(none), passes.with_own_mark(nothing.of(none)["scope_kind"],
+                                                            batch["scope_kind"]))
         rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
         if len(rows) == 0:
             return out
@@ -512,14 +515,8 @@ class _LinkState:
         mark[rows] = found.mark
         out.overlaps = chunk.ident[found.overlap].tolist()
         out.op_name, out.scope = scopes.names(out.op), scopes.of(out.layer)
-        out.mark_kind = _with_own_mark(scopes.of(mark)["scope_kind"], batch)
+        out.mark_kind = passes.with_own_mark(scopes.of(mark)["scope_kind"], batch["scope_kind"])
         return out
-
-
-def _with_own_mark(mark_kind: Any, batch: pa.Table) -> Any:
-    """A marked event is its own mark, linked or not (an untimed backward op is backward)."""
-    own = pc.if_else(batch["is_mark"], batch["scope_kind"], pa.scalar(None, pa.string()))
-    return pc.coalesce(mark_kind, own)
 
 
 class _Scopes:
@@ -558,7 +555,16 @@ def _opt(values: np.ndarray) -> pa.Array:
     return pa.array(values, pa.int64(), mask=values == link.NONE)
 
 
-def _host_rows(batch: pa.Table, links: _Links, source: _Source) -> pa.Table:
+def _passes(batch: pa.Table, links: _Links) -> pa.Array:
+    """Each row's pass: its innermost mark's kind, else forward when it is or lies inside
+    an op or a layer scope (passes.py)."""
+    inside = pc.or_(pc.or_(batch["is_op"], batch["is_layer"]),
+                    pa.array((links.op != link.NONE) | (links.layer != link.NONE)))
+    return passes.passes(links.mark_kind, inside)
+
+
+def _host_rows(batch: pa.Table, links: _Links, source: _Source, pass_: pa.Array
+               ) -> pa.Table:
     table = batch.select(["event_id", "category", "name", "ts_ns", "dur_ns", "pid", "tid",
                           "correlation_id", "external_id", *HOST_ARG_COLUMNS])
     table = table.append_column("parent_event_id", _opt(links.parent))
@@ -566,35 +572,18 @@ def _host_rows(batch: pa.Table, links: _Links, source: _Source) -> pa.Table:
                                                            .combine_chunks()))
     for column in ("sequence_number", "fwd_thread_id"):
         table = table.append_column(column, batch[column])
-    inside = pc.or_(pc.or_(batch["is_op"], batch["is_layer"]),
-                    pa.array((links.op != link.NONE) | (links.layer != link.NONE)))
-    table = table.append_column("pass", passes.passes(links.mark_kind, inside))
+    table = table.append_column("pass", pass_)
     return _with_context(table, source)
 
 
-def _launches(batch: pa.Table, links: _Links) -> pa.Table:
+def _launches(batch: pa.Table, links: _Links, pass_: pa.Array) -> pa.Table:
     """Launch calls with their op, scope and pass: the input of passes.RESOLVE."""
-    scope = links.scope
-    backward = pc.fill_null(pc.equal(scope["scope_kind"], passes.BACKWARD), False)
     table = batch.select(["event_id", "correlation_id", "ts_ns"])
     columns = {"op_event_id": _opt(links.op), "op_name": links.op_name,
-               "layer": pc.if_else(backward, pa.scalar(None, pa.string()), scope["name"]),
-               "layer_kind": scope["scope_kind"],
-               "pass": passes.passes(links.mark_kind, pa.array(
-                   (links.op != link.NONE) | (links.layer != link.NONE))),
-               "pid": scope["pid"], "backward_seq": scope["sequence_number"]}
+               **passes.launch_columns(links.scope, pass_)}
     for column, values in columns.items():
         table = table.append_column(column, values)
     keep = pc.and_(batch["is_launch"], pc.is_valid(batch["correlation_id"]))
-    return table.filter(keep)
-
-
-def _forward_ops(batch: pa.Table, links: _Links) -> pa.Table:
-    """Linked forward ops with their layer: the {forward} of passes.RESOLVE."""
-    table = batch.select(["pid", "tid", "sequence_number", "ts_ns", "event_id"])
-    table = table.append_column("layer", links.scope["name"])
-    table = table.append_column("layer_kind", links.scope["scope_kind"])
-    keep = pc.and_(batch["linkable"], passes.is_forward_op(batch, batch["scope_kind"]))
     return table.filter(keep)
 
 

@@ -328,8 +328,12 @@ def _link(host: pa.Table, gpu: pa.Table, anomalies: list[Anomaly], base: pa.Tabl
     for row in links.overlaps:
         anomalies.append(("overlapping_events", int(host["event_id"][row].as_py()),
                           "starts inside an enclosing event on its thread but ends after it"))
-    host_t = _host_table(host, links, host_iter, kinds, is_op)
-    kern_t = _kernel_table(host, gpu, links, host_iter, anomalies, kinds, timed & (h_dur >= 0))
+    own = _np_bools(pc.is_valid(kinds)) | is_op
+    inside = own | (links.op != link.NONE) | (links.layer != link.NONE)
+    pass_ = passes.passes(_mark_kinds(kinds, links.mark), pa.array(inside))
+    host_t = _host_table(host, links, host_iter, pass_)
+    kern_t = _kernel_table(host, gpu, links, host_iter, anomalies, kinds, pass_,
+                           timed & (h_dur >= 0))
     record = None if order is None else _record_end(order, host, gpu)
     iters = _iteration_table(host, steps, base, record, kern_t)
     calls = host["name"].take(pa.array(_launch_rows(host)))
@@ -372,11 +376,9 @@ def _opt(values: np.ndarray) -> pa.Array:
 
 
 def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray,
-                kinds: Any, is_op: np.ndarray) -> pa.Table:
+                pass_: pa.Array) -> pa.Table:
     ids = np.asarray(host["event_id"].combine_chunks())
     parent = np.where(links.parent == link.NONE, link.NONE, ids[np.maximum(links.parent, 0)])
-    own = _np_bools(pc.is_valid(kinds)) | is_op
-    inside = own | (links.op != link.NONE) | (links.layer != link.NONE)
     return pa.table({
         "event_id": host["event_id"], "category": host["category"], "name": host["name"],
         "ts_ns": host["ts_ns"], "dur_ns": host["dur_ns"], "pid": host["pid"],
@@ -385,7 +387,7 @@ def _host_table(host: pa.Table, links: link.HostLinks, iteration: np.ndarray,
         "iteration": _opt(iteration), **{c: host[c] for c in HOST_ARG_COLUMNS},
         "sequence_number": host["sequence_number"],
         "fwd_thread_id": host["fwd_thread_id"],
-        "pass": passes.passes(_mark_kinds(kinds, links.mark), pa.array(inside)),
+        "pass": pass_,
     })
 
 
@@ -393,12 +395,12 @@ def _mark_kinds(kinds: Any, mark: np.ndarray) -> Any:
     """Scope kind of each row's innermost mark; a marked row is its own, linked or not."""
     kinds = kinds.combine_chunks() if isinstance(kinds, pa.ChunkedArray) else kinds
     of_mark = kinds.take(pa.array(np.maximum(mark, 0), pa.int64(), mask=mark == link.NONE))
-    own = pc.if_else(passes.is_mark(kinds), kinds, pa.scalar(None, pa.string()))
-    return pc.coalesce(of_mark, own)
+    return passes.with_own_mark(of_mark, kinds)
 
 
 def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_iter: np.ndarray,
-                  anomalies: list[Anomaly], kinds: Any, linkable: np.ndarray) -> pa.Table:
+                  anomalies: list[Anomaly], kinds: Any, pass_: pa.Array,
+                  linkable: np.ndarray) -> pa.Table:
     launch_rows = _launch_rows(host)
     h_corr, h_corr_ok = _np(host["correlation_id"])
     g_corr, g_corr_ok = _np(gpu["correlation_id"])
@@ -411,7 +413,7 @@ def _kernel_table(host: pa.Table, gpu: pa.Table, links: link.HostLinks, host_ite
     _flag_orphans(gpu, launch, anomalies)
     op_row = _at(links.op, launch)
     names = host["name"].combine_chunks()
-    layers = _launch_layers(host, links, kinds, sel, linkable).take(
+    layers = _launch_layers(host, links, kinds, pass_, sel, linkable).take(
         pa.array(_position_in(sel, launch), pa.int64(), mask=launch == link.NONE))
     return pa.table({
         "kernel_id": gpu["event_id"], "kind": gpu["kind"], "category": gpu["category"],
@@ -443,27 +445,18 @@ def _scope_columns(host: pa.Table, kinds: Any, rows: np.ndarray) -> pa.Table:
     return columns.take(pa.array(np.maximum(rows, 0), pa.int64(), mask=rows == link.NONE))
 
 
-def _launch_layers(host: pa.Table, links: link.HostLinks, kinds: Any, rows: np.ndarray,
-                   linkable: np.ndarray) -> pa.Table:
+def _launch_layers(host: pa.Table, links: link.HostLinks, kinds: Any, pass_: pa.Array,
+                   rows: np.ndarray, linkable: np.ndarray) -> pa.Table:
     """layer, layer_kind, pass and layer_status of the launch calls `rows` (in that order),
     by passes.RESOLVE over the launches and forward ops, as the pipeline resolves them."""
     import duckdb
 
     scope = _scope_columns(host, kinds, links.layer)
-    backward = pc.fill_null(pc.equal(scope["scope_kind"], passes.BACKWARD), False)
-    inside = pa.array((links.op != link.NONE) | (links.layer != link.NONE))
-    everything = pa.table({
-        "event_id": host["event_id"],
-        "layer": pc.if_else(backward, pa.scalar(None, pa.string()), scope["name"]),
-        "layer_kind": scope["scope_kind"],
-        "pass": passes.passes(_mark_kinds(kinds, links.mark), inside),
-        "pid": scope["pid"], "backward_seq": scope["sequence_number"], "row": np.arange(
-            host.num_rows)})
-    launches = everything.take(pa.array(rows, pa.int64()))
-    forward = pa.table({c: host[c] for c in ("pid", "tid", "sequence_number", "ts_ns",
-                                              "event_id")}).append_column(
-        "layer", scope["name"]).append_column("layer_kind", scope["scope_kind"]).filter(
-        pc.and_(pa.array(linkable), passes.is_forward_op(host, kinds)))
+    launches = pa.table({"event_id": host["event_id"],
+                         **passes.launch_columns(scope, pass_),
+                         "row": np.arange(host.num_rows)}).take(pa.array(rows, pa.int64()))
+    forward = passes.forward_ops(host, scope, pc.and_(pa.array(linkable),
+                                                      passes.is_forward_op(host, kinds)))
     con = duckdb.connect()
     try:
         con.register("launches", launches)
@@ -472,6 +465,8 @@ def _launch_layers(host: pa.Table, links: link.HostLinks, kinds: Any, rows: np.n
     finally:
         con.close()
     return found.sort_by("row")
+
+
 def _at(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """values[rows] where rows != NONE, else NONE (also when there are no host events)."""
     if len(values) == 0:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
-from etl.extract.layer_columns import no_autograd_columns
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAUNCH_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
                                     Partitioning)
@@ -294,8 +293,7 @@ class Context:
             "correlation_id": batch["corr"],
             "external_id": pa.nulls(n, pa.int64()),
             "parent_event_id": pa.array(parent, pa.int64(), mask=parent == link.NONE),
-            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE),
-            **no_autograd_columns(n)})
+            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
 
 
 # ---- pass 3 ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from etl import link
 from etl.errors import InputError
-from etl.extract.layer_columns import no_autograd_columns, with_layer_columns
+from etl.extract.layer_columns import with_layer_columns
 from etl.extract.trace_role import PipelineOptions, Sinks, SourceInfo
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.xplane.decode import (Space, Stats, field_map, plane_kind, read_events,
@@ -259,8 +259,7 @@ def _write_host(c: Collector, parent: np.ndarray, iteration: np.ndarray, source_
             "correlation_id": _optional(host.numpy("correlation_id")[part]),
             "external_id": pa.nulls(part.stop - part.start, pa.int64()),
             "parent_event_id": _optional(parent_id[part]),
-            "iteration": _optional(iteration[part]),
-            **no_autograd_columns(part.stop - part.start)})
+            "iteration": _optional(iteration[part])})
         sinks.host_events(_context(table, source_id))
 
 
