@@ -141,7 +141,7 @@ def test_stats_csv_reads_kernels_without_launches() -> None:
     assert result.devices.to_pylist()[0]["name"] == "NVIDIA RTX A4500"
 
 
-def _tiny_export(path: Path, session_start: object) -> Path:
+def tiny_export(path: Path, session_start: object) -> Path:
     """One runtime call and its kernel, 1 µs apart; a session start row unless None."""
     con = sqlite3.connect(path)
     con.executescript("""
@@ -164,7 +164,7 @@ def _tiny_export(path: Path, session_start: object) -> Path:
 
 def test_the_reader_states_its_clock_from_the_session_start(tmp_path: Path) -> None:
     start = 1_745_524_738_000_000_000
-    result, got = _ingest(_tiny_export(tmp_path / "t.sqlite", start))
+    result, got = _ingest(tiny_export(tmp_path / "t.sqlite", start))
     assert result.clock == TraceClock("session_start", 0, None)
     [kernel] = got["kernels"]
     assert kernel["ts_ns"] == start + 1100   # UTC = source time + utc_offset_ns (0)
@@ -179,7 +179,7 @@ def test_the_reader_states_its_clock_from_the_session_start(tmp_path: Path) -> N
 def test_without_a_session_start_the_clock_is_unmapped(
         tmp_path: Path, session_start: object, reason: str) -> None:
     """Not guessed from the size of the times: unmapped, with the reason."""
-    result, got = _ingest(_tiny_export(tmp_path / "t.sqlite", session_start))
+    result, got = _ingest(tiny_export(tmp_path / "t.sqlite", session_start))
     assert result.clock.kind == "unmapped" and result.clock.utc_offset_ns is None
     assert reason in result.clock.reason
     [kernel] = got["kernels"]
@@ -191,7 +191,7 @@ def test_without_a_session_start_the_clock_is_unmapped(
 def _metrics_export(path: Path, session_start: int | None, rows: int) -> Path:
     """`rows` GPU_METRICS samples over 3 GPUs and 4 metrics (one unnamed, one not in %),
     with NULL values, device and metric ids among them."""
-    _tiny_export(path, session_start)
+    tiny_export(path, session_start)
     con = sqlite3.connect(path)
     con.executescript("""
         CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, metricId INT, metricName TEXT);
@@ -255,7 +255,7 @@ def test_an_export_whose_schema_lies_past_the_first_64_kib_is_recognised(
         con.execute(f"CREATE TABLE ANOTHER_TABLE_OF_THE_EXPORT_{n} ({columns})")
     con.commit()
     con.close()
-    _tiny_export(path, 1_700_000_000_000_000_000)
+    tiny_export(path, 1_700_000_000_000_000_000)
     assert b"CUPTI_ACTIVITY_KIND_" not in path.read_bytes()[:1 << 16]
     result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
     assert result.returncode == 0, result.stderr

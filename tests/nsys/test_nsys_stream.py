@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from etl.errors import InputError
 from etl.extract.kineto import kernel_join
 from etl.extract.nsys import pages, spill
 from etl.extract.nsys.sqlite_export import Export
 from etl.extract.nsys.tables import ingest_sqlite
 from etl.extract.trace_role import PipelineOptions, Sinks
 from tests.conftest import corpus_path
+from tests.nsys.test_nsys import tiny_export
 from tests.oracle import naive_nsys
 
 EXPORTS = ["rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite",
@@ -176,3 +178,43 @@ def test_a_step_number_that_is_no_number_is_refused_in_one_line(tmp_path: Path) 
     with pytest.raises(InputError) as info:
         _ingest(path, tmp_path, step_pattern=r"^(batch) \d+$")
     assert "'batch 7'" in info.value.line() and "group 1 ('batch')" in info.value.line()
+
+
+def test_gpu_tables_read_by_a_worker_give_the_same_tables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """workers=2: a second process reads the activity tables while the host rows are read
+    and sorted here. Every table equals the one-process reading: kernel ids after the host
+    rows, names of copies and sets (coded in both processes), launches joined across many
+    partitions, the never-popped last step closed with the worker's GPU rows."""
+    monkeypatch.setattr(kernel_join, "PART_ROWS", 500)
+    path = corpus_path("nsys", "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite")
+    one, got_one = _ingest(path, tmp_path, chunk_rows=97)
+    two, got_two = _ingest(path, tmp_path, chunk_rows=97, workers=2)
+    assert {k["kind"] for k in got_one["kernels"]} == {"kernel", "memcpy", "memset"}
+    assert [a["kind"] for a in got_one["anomalies"]] == ["step_end_inferred"]
+    for table in ("host_events", "kernels", "anomalies"):
+        assert sorted(map(repr, got_two[table])) == sorted(map(repr, got_one[table]))
+    assert two.iterations.equals(one.iterations) and two.devices.equals(one.devices)
+
+
+def _export_with_a_broken_kernel_table(path: Path) -> Path:
+    con = sqlite3.connect(tiny_export(path, None))
+    [(root,)] = con.execute("SELECT rootpage FROM sqlite_master "
+                            "WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchall()
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    with open(path, "r+b") as fh:  # the kernel table's only page: not a b-tree page
+        fh.seek((root - 1) * page_size)
+        fh.write(b"\x00" * 16)
+    return path
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_gpu_table_that_cannot_be_read_is_one_line_in_either_process(
+        tmp_path: Path, workers: int) -> None:
+    path = _export_with_a_broken_kernel_table(tmp_path / "broken.sqlite")
+    with pytest.raises(InputError) as info:
+        _ingest(path, tmp_path, workers=workers)
+    line = info.value.line()
+    assert line.startswith(str(path)) and "CUPTI_ACTIVITY_KIND_KERNEL" in line
+    assert "\n" not in line and not (tmp_path / "spill-0").exists()

@@ -156,8 +156,10 @@ def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.T
         launches = pa.schema([("event_id", pa.int64()), ("correlation_id", pa.int64()),
                               ("ts_ns", pa.int64()), ("op_event_id", pa.int64()),
                               *((c, pa.string()) for c in LAUNCH_COLUMNS[4:])]).empty_table()
-    launches = launches.select(LAUNCH_COLUMNS).sort_by(
-        [("correlation_id", "ascending"), ("event_id", "ascending")])
+    launches = launches.select(LAUNCH_COLUMNS)
+    if not _in_launch_order(launches):
+        launches = launches.sort_by([("correlation_id", "ascending"),
+                                     ("event_id", "ascending")])
     corr = np.asarray(launches["correlation_id"].to_numpy(), dtype=np.int64)
     first = np.ones(len(corr), dtype=bool)
     first[1:] = corr[1:] != corr[:-1]
@@ -166,3 +168,15 @@ def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.T
                           "same correlation id; the first is used"))
     return launches.filter(pa.array(first)).rename_columns(
         ["launch_event_id", "correlation_id", "launch_ts_ns", *LAUNCH_COLUMNS[3:]])
+
+
+def _in_launch_order(launches: pa.Table) -> bool:
+    """Sorted by (correlation id, event id) already? Launches from one thread come in
+    id order, and a sort of the partition (strings included) costs ~8x this check."""
+    if launches.num_rows < 2 or launches["correlation_id"].null_count:
+        return launches.num_rows < 2
+    corr = np.asarray(launches["correlation_id"].to_numpy(), dtype=np.int64)
+    event = np.asarray(launches["event_id"].to_numpy(), dtype=np.int64)
+    later = corr[1:] > corr[:-1]
+    tie = (corr[1:] == corr[:-1]) & (event[1:] > event[:-1])
+    return bool((later | tie).all())

@@ -15,14 +15,10 @@ are tested against.
 """
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import threading
-import time
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +38,7 @@ from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.progress import FileProgress
+from etl.extract.worker_pool import worker_pool
 from etl.extract.progress import report as report_progress
 from etl.extract.rawio import is_gzip, slice_checksum
 from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
@@ -95,7 +92,7 @@ class SpillSink:
         self.path, self.folder, self.markers = path, folder, markers
         self.summaries: list[SliceSummary] = []
         self.pending: deque[Future[SliceSummary]] = deque()
-        self.pool = _pool(workers) if workers > 1 else None
+        self.pool = worker_pool(workers) if workers > 1 else None
         self.limit = 2 * workers
         self.size = path.stat().st_size if path.is_file() else None
         self.compressed = path.is_file() and is_gzip(path)
@@ -148,38 +145,6 @@ class SpillSink:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
         return self.summaries
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    import multiprocessing
-
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_die_with_parent, initargs=(os.getpid(),))
-
-
-def _die_with_parent(parent: int) -> None:
-    """A worker must not outlive an ingest killed with SIGKILL (it would wait forever on
-    its queue): Linux kills it with its parent; elsewhere a thread watches the parent."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) == 0:
-            if os.getppid() != parent:  # the parent died before prctl took effect
-                os._exit(1)
-            return
-    except (OSError, AttributeError):
-        pass
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(1)
-    os._exit(1)
 
 
 # ---- passes 2 and 3 ---------------------------------------------------------------

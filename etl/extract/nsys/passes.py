@@ -13,6 +13,7 @@ correlation ids and ends, only for such exports).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,15 +172,18 @@ FROM {nvtx} AS nvtx LEFT JOIN step_ends AS step USING (event_id)"""
 
 def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
               context: Context, write: Writer, chunk_rows: int, threads: int,
-              parts: Partitioning) -> None:
+              parts: Partitioning, sorted_: Callable[[], None] = lambda: None) -> None:
     """Pass 2: host rows linked and written; launch calls kept in the join's `parts`
-    partitions. `link_end` is the steps' end as linked (before closing)."""
+    partitions. `link_end` is the steps' end as linked (before closing); `sorted_` is
+    called once the rows are sorted, before the first is linked (`steps` may change
+    until then: pass 1's GPU half may still be under way during the sort)."""
     import pyarrow as pa
 
     sources = [sql.format(host=h, nvtx=h) for sql, h in (
         (_CALL_ROWS, _parquet(spill, HOST_FILE)), (_NVTX_ROWS, _parquet(spill, NVTX_FILE)))
         if h is not None]
     if not sources:
+        sorted_()
         return
     con = duckdb_for(spill, threads)
     state = _LinkState(names)
@@ -188,6 +192,7 @@ def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
                                             "link_end": pa.array(link_end, pa.int64())}))
         reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(sources))
                              ).to_arrow_reader(chunk_rows)
+        sorted_()
         with PartitionWriter(spill / PARTS, parts, LAUNCH_PART) as out:
             for batch in reader:
                 if batch.num_rows:
@@ -270,6 +275,7 @@ class Context:
 
     source_id: int
     offset: int          # session start, ns since 1970 (0: times stay session-relative)
+    first_gpu_id: int = 0   # GPU rows are numbered after the host rows (pass 1 from 0)
 
     def host_rows(self, batch: pa.Table, parent: np.ndarray, steps: Steps, names: Names
                   ) -> pa.Table:
@@ -288,12 +294,21 @@ class Context:
             "name": names.text(batch["name_code"]),
             "ts_ns": pa.array(start + np.int64(self.offset)),
             "dur_ns": pc.subtract(batch["end"], batch["start"]),
-            "pid": pa.array((thread >> 24) & 0xFFFFFF).cast(pa.string()),
-            "tid": pa.array(thread & 0xFFFFFF).cast(pa.string()),
+            "pid": _decimal_text((thread >> 24) & 0xFFFFFF),
+            "tid": _decimal_text(thread & 0xFFFFFF),
             "correlation_id": batch["corr"],
             "external_id": pa.nulls(n, pa.int64()),
             "parent_event_id": pa.array(parent, pa.int64(), mask=parent == link.NONE),
             "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE)})
+
+
+def _decimal_text(values: np.ndarray) -> pa.Array:
+    """Integers as decimal strings, each distinct value formatted once (few threads)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(pa.array(values))
+    return pc.take(encoded.dictionary.cast(pa.string()), encoded.indices)
 
 
 # ---- pass 3 ------------------------------------------------------------------------
@@ -326,7 +341,8 @@ def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
         kind = pc.take(pa.array(GPU_KINDS), joined["kind"])
         table = pa.table({
             "source_id": pa.repeat(pa.scalar(context.source_id, pa.int32()), n),
-            "rank": pa.nulls(n, pa.int32()), "kernel_id": joined["event_id"],
+            "rank": pa.nulls(n, pa.int32()),
+            "kernel_id": pc.add(joined["event_id"], context.first_gpu_id),
             "kind": kind, "category": kind, "device_id": joined["device_id"],
             **{c: joined[c] for c in KERNEL_COLUMNS},
             "name": names.text(joined["name"]), "layer": _layer_names(joined["layer"], names),

@@ -9,6 +9,7 @@ before linking stays in memory and is small: the step ranges, the span, the devi
 """
 from __future__ import annotations
 
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,9 +35,16 @@ _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "gr
                   "dynamic_shared", "bytes", "copy_kind")
 
 
+def gpu_texts() -> list[str]:
+    """The names nsys leaves to the reader: copies by kind, sets."""
+    kinds = [*column_map()["copy_kinds"].values(), "Unknown"]
+    return [*(f"[CUDA memcpy {kind}]" for kind in kinds), "[CUDA memset]"]
+
+
 class Names:
     """Host event names as codes into one string array: StringIds values first, then the
-    distinct NVTX texts in order of appearance (few: a text per kind of range)."""
+    names of copies and sets (gpu_texts), then the distinct NVTX texts in order of
+    appearance (few: a text per kind of range)."""
 
     def __init__(self, strings: dict[int, str]) -> None:
         import pyarrow as pa
@@ -45,6 +53,8 @@ class Names:
         self.values = list(strings.values())
         self.extra: dict[str, int] = {}
         self._array: pa.Array | None = None   # self.values as Arrow, while no text is added
+        for text in gpu_texts():  # coded alike in every process that reads the export
+            self._code(text)
 
     def of_ids(self, ids: pa.Array) -> pa.Array:
         """Codes of StringIds ids (NULL for an id StringIds lacks)."""
@@ -120,28 +130,70 @@ class StepRanges:
 
 
 @dataclass
+class GpuSpilled:
+    """What the GPU half of pass 1 knows of the GPU rows (numbered from 0 among them)."""
+
+    rows: int = 0
+    start: int | None = None        # min start of the GPU rows
+    end: int | None = None          # max end
+    devices: set[int] = field(default_factory=set)
+
+
+@dataclass
 class Spilled:
-    """What pass 1 knows of the whole source."""
+    """What pass 1 knows of the whole source. The GPU half may still be under way in a
+    worker process: `gpu` waits for it; `close` (always) stops the worker."""
 
     host_rows: int = 0
-    gpu_rows: int = 0
     nvtx_rows: int = 0
     host_start: int | None = None   # min start (NULL as 0) of host rows
     host_end: int | None = None     # max end (NULL as -1)
-    gpu_start: int | None = None
-    gpu_end: int | None = None
-    devices: set[int] = field(default_factory=set)
     has_activity_tables: bool = False
     parts: Partitioning = field(default_factory=lambda: Partitioning(1))
-    corr_low: int | None = None     # least and greatest correlation id of the calls
-    corr_high: int | None = None
+    _gpu: GpuSpilled | Future[GpuSpilled] = field(default_factory=GpuSpilled)
+    _pool: Executor | None = None
+
+    @property
+    def gpu(self) -> GpuSpilled:
+        if isinstance(self._gpu, Future):
+            self._gpu = self._gpu.result()
+            self.close()
+        return self._gpu
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
 
 def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
-                 offset: int) -> Spilled:
-    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to parts/<k>/gpu.arrow."""
+                 offset: int, workers: int = 1) -> Spilled:
+    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to parts/<k>/gpu.arrow.
+    With `workers` > 1 the GPU tables are read at the same time in a process of their own
+    (the partitioning is chosen before either is read), and may still be when this
+    returns: the host rows can be sorted meanwhile."""
     found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
-                                            for t in export.tables))
+                                            for t in export.tables),
+                    parts=partitioning(export))
+    if workers > 1 and found.has_activity_tables:
+        from etl.extract.worker_pool import worker_pool
+
+        found._pool = worker_pool(1)
+        found._gpu = found._pool.submit(spill_gpu_file, export.path, folder, found.parts,
+                                        offset)
+        try:
+            _spill_host(export, names, steps, folder, found)
+        except BaseException:
+            found.close()
+            raise
+    else:
+        _spill_host(export, names, steps, folder, found)
+        found._gpu = spill_gpu(export, names, folder, found.parts, offset)
+    return found
+
+
+def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
+                found: Spilled) -> None:
     with SpillWriter(folder / HOST_FILE) as host:
         for table, category in _CALLS:
             for batch in export.batches(table, "calls", _types("start", "end", "thread",
@@ -155,23 +207,49 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
-    found.parts = Partitioning(join_parts(export, found.host_rows), found.corr_low,
-                               found.corr_high)
-    with PartitionWriter(folder / PARTS, found.parts, GPU_PART) as gpu:
+
+
+def spill_gpu_file(path: Path, folder: Path, parts: Partitioning, offset: int
+                   ) -> GpuSpilled:
+    """spill_gpu in a worker process: the export opened again, its names read again (the
+    codes are the same: StringIds', then gpu_texts; NVTX texts are never coded here)."""
+    export = Export(path)
+    try:
+        return spill_gpu(export, Names(export.strings()), folder, parts, offset)
+    finally:
+        export.close()
+
+
+def spill_gpu(export: Export, names: Names, folder: Path, parts: Partitioning, offset: int
+              ) -> GpuSpilled:
+    """The activity tables into the join's partitions; their rows are numbered from 0
+    (pass 3 adds the host rows' count: event ids follow the host rows)."""
+    found = GpuSpilled()
+    with PartitionWriter(folder / PARTS, parts, GPU_PART) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
                 gpu.write(_gpu_batch(batch, GPU_KINDS.index(kind), names, found, offset))
     return found
 
 
-def join_parts(export: Export, calls: int) -> int:
+def partitioning(export: Export) -> Partitioning:
     """Partitions for pass 3, so that one holds about kernel_join.PART_ROWS GPU and launch
-    rows: the activity tables counted by SQLite (their b-trees' cell counts, ~0.15 s for
-    6 M rows), the launches at most the calls."""
+    rows (the tables counted by SQLite: their b-trees' cell counts, ~0.15 s for 6 M
+    rows), over the range of correlation ids of the first and last rows of the call and
+    activity tables (ids count up as calls are made; an id outside the range goes to the
+    first or last partition)."""
     from etl.extract.kineto import kernel_join
 
+    calls = sum(export.count(table) for table, _ in _CALLS)
     activities = sum(export.count(table) for table, _ in _ACTIVITIES)
-    return 1 + (activities + calls) // kernel_join.PART_ROWS
+    ends = [end for table, section in ((t, "calls") for t, _ in _CALLS)
+            for end in export.correlation_ends(table, section)]
+    ends += [end for table, _ in _ACTIVITIES
+             for end in export.correlation_ends(table, "activity")]
+    parts = 1 + (activities + calls) // kernel_join.PART_ROWS
+    if not ends:
+        return Partitioning(parts)
+    return Partitioning(parts, min(ends), max(ends))
 
 
 def _types(*keys: str) -> dict[str, Any]:
@@ -202,7 +280,6 @@ def _nvtx_names(batch: dict[str, pa.Array], names: Names) -> pa.Array:
 def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found: Spilled
                 ) -> pa.Table:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     n = len(codes)
     start = cols["start"].fill_null(0)
@@ -212,16 +289,13 @@ def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found
         "name_code": codes, "start": start, "end": cols["end"],
         "thread": cols["thread"].fill_null(0), "corr": cols["correlation"]})
     found.host_rows += n
-    if n and cols["correlation"].null_count < n:
-        found.corr_low = _least(found.corr_low, pc.min(cols["correlation"]).as_py())
-        found.corr_high = _most(found.corr_high, pc.max(cols["correlation"]).as_py())
     if n:
         found.host_start = _least(found.host_start, start.to_numpy().min())
         found.host_end = _most(found.host_end, cols["end"].fill_null(-1).to_numpy().max())
     return table
 
 
-def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: Spilled,
+def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: GpuSpilled,
                offset: int) -> pa.Table:
     """GPU rows with their kind (GPU_KINDS) and name as codes: strings are only made when
     the joined rows are written (the spill, partitioning and join move integers)."""
@@ -229,13 +303,13 @@ def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: Spille
     import pyarrow.compute as pc
 
     n = len(cols["start"])
-    first = found.host_rows + found.gpu_rows  # host rows are all numbered by now
-    found.gpu_rows += n
+    first = found.rows
+    found.rows += n
     found.devices.update(cols["device"].drop_null().to_numpy().tolist())
     for key, keep in (("start", _least), ("end", _most)):
         value = (pc.min if key == "start" else pc.max)(cols[key]).as_py()
         if value is not None:
-            setattr(found, f"gpu_{key}", keep(getattr(found, f"gpu_{key}"), value))
+            setattr(found, key, keep(getattr(found, key), value))
     return pa.table({
         "event_id": pa.array(np.arange(first, first + n, dtype=np.int64)),
         "kind": pa.repeat(pa.scalar(kind, pa.int8()), n),

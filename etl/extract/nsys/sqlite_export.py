@@ -156,6 +156,25 @@ class Export:
             return 0
         return int(self.scalar(f'SELECT count(*) FROM "{table}"') or 0)
 
+    def correlation_ends(self, table: str, section: str, rows: int = 1000) -> list[int]:
+        """Correlation ids of the first and last `rows` rows (rowid order) of `table`:
+        two index seeks, for the range of its ids without reading it (none when the
+        table, its column or its rowids are not there: the reading reports what is wrong)."""
+        import pyarrow as pa
+
+        chosen = self._chosen(table, section, {"correlation": pa.int64()})
+        column = chosen.get("correlation") if chosen else None
+        if column is None:
+            return []
+        sql = (f'SELECT "{column}" FROM (SELECT "{column}", rowid FROM "{table}" ORDER BY '
+               f'rowid LIMIT {rows}) UNION ALL SELECT "{column}" FROM (SELECT "{column}", '
+               f'rowid FROM "{table}" ORDER BY rowid DESC LIMIT {rows})')
+        try:
+            values = self.con.execute(sql).fetchall()
+        except sqlite3.DatabaseError:
+            return []
+        return [v for (v,) in values if isinstance(v, int) and not isinstance(v, bool)]
+
     def scalar(self, sql: str) -> Any:
         try:
             row = self.con.execute(sql).fetchone()

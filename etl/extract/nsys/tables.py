@@ -16,9 +16,10 @@ corpus ResNet-18 run's "iterationN") ends where the next step starts, and the la
 one with the last GPU activity launched from it (not at the end of the capture).
 
 Memory is bounded whatever the export's size: spill.py writes the tables to the spill
-folder batch by batch (pass 1), passes.py links the host rows out of core and joins the
-GPU activities to their launches (passes 2 and 3); rows go to the sinks as they come,
-GPU_METRICS samples too (gpu_metrics.py).
+folder batch by batch (pass 1; with PipelineOptions.workers > 1 the activity tables in a
+second process, while the host rows are read and sorted here), passes.py links the host
+rows out of core and joins the GPU activities to their launches (passes 2 and 3); rows go
+to the sinks as they come, GPU_METRICS samples too (gpu_metrics.py).
 """
 from __future__ import annotations
 
@@ -73,18 +74,36 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     if clock.reason:
         anomalies.append(("clock_unaligned", None, clock.reason))
     found_steps = StepRanges(step_patterns(options.step_pattern))
-    spilled = spill_export(export, names, found_steps, spill, start_utc)
+    spilled = spill_export(export, names, found_steps, spill, start_utc, options.workers)
+    context = Context(source_id, start_utc, spilled.host_rows)
+    try:
+        return _linked(export, spilled, names, _steps(found_steps), anomalies, context,
+                       clock, gpu_override, spill, sinks, options)
+    finally:
+        spilled.close()
+
+
+def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
+            anomalies: list[tuple[str, int | None, str]], context: Context,
+            clock: TraceClock, gpu_override: str | None, spill: Path, sinks: Sinks,
+            options: PipelineOptions) -> TraceResult:
+    """Passes 2 and 3 over pass 1's spill, whose GPU half may still be under way."""
     if not spilled.has_activity_tables and not spilled.host_rows:
         raise InputError(export.path, "an nsys export without CUDA or NVTX activity", None,
                          "profile with -t cuda,nvtx and export again")
-    release_memory()  # pass 1's batches are gone: give their pages back before the sort
-    steps = _steps(found_steps)
+    source_id, start_utc = context.source_id, context.offset
     link_end = steps.end.copy()
-    if steps.unpopped:
-        close_last_step(steps, spill, spilled.parts)
-    context = Context(source_id, start_utc)
+
+    def gpu_spilled() -> None:
+        """Pass 1's GPU half done (the host rows are sorted by then), then the last step
+        closed with the GPU rows when the steps are never popped."""
+        assert spilled.gpu is not None  # waits for the worker, if any
+        release_memory()  # pass 1's batches are gone: give their pages back
+        if steps.unpopped:
+            close_last_step(steps, spill, spilled.parts)
+
     link_host(spill, names, steps, link_end, context, sinks.host_events, options.chunk_rows,
-              options.threads, spilled.parts)
+              options.threads, spilled.parts, gpu_spilled)
     sinks.end_of_host_events()
     release_memory()
     orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels)
@@ -95,16 +114,16 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
             "the NVTX step ranges are never popped: each ends where the next starts, the "
             "last with the last GPU activity launched from it (work after the loop, if "
             "any, is counted in it)")))
-    devices = _devices(export, spilled.devices, source_id, gpu_override)
+    devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in sample_batches(export, source_id, start_utc if clock.reason is None
                                   else None):
         sinks.table("gpu_samples", samples)
     sinks.anomalies(_anomaly_table(anomalies, source_id))
     iterations = _iteration_table(steps, spilled, source_id, np.int64(start_utc))
     gpu_names = [n for n in devices.column("name").to_pylist() if n]
-    count = spilled.host_rows + spilled.gpu_rows
+    count = spilled.host_rows + spilled.gpu.rows
     return TraceResult(SourceInfo(count), iterations, devices, None, gpu_names,
-                       spilled.gpu_rows, len(anomalies), clock=clock)
+                       spilled.gpu.rows, len(anomalies), clock=clock)
 
 
 def session_clock(export: Export) -> tuple[int, TraceClock]:
@@ -168,8 +187,8 @@ def _iteration_table(steps: Steps, spilled: Spilled, source_id: int, offset: np.
 
 
 def _span(spilled: Spilled) -> tuple[int, int] | None:
-    starts = [x for x in (spilled.host_start, spilled.gpu_start) if x is not None]
-    ends = [x for x in (spilled.host_end, spilled.gpu_end) if x is not None]
+    starts = [x for x in (spilled.host_start, spilled.gpu.start) if x is not None]
+    ends = [x for x in (spilled.host_end, spilled.gpu.end) if x is not None]
     return (min(starts), max(max(ends), min(starts))) if starts and ends else None
 
 
