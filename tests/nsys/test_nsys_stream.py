@@ -218,3 +218,54 @@ def test_a_gpu_table_that_cannot_be_read_is_one_line_in_either_process(
     line = info.value.line()
     assert line.startswith(str(path)) and "CUPTI_ACTIVITY_KIND_KERNEL" in line
     assert "\n" not in line and not (tmp_path / "spill-0").exists()
+
+
+def _launch_cases_export(path: Path) -> Path:
+    """Calls 0 and 1 share correlation id 5 (the first launches), call 0 inside the NVTX
+    range "conv1" (event 3; its step "iteration1"'s span holds everything); kernel 4 has
+    id 5, kernel 5 id 9 with no call, copy 6 id 8 with none, kernel 7 id 7 (call 2, no
+    layer: outside "conv1")."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
+        INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000);
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'gemm'), (3, 'relu');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 120, 7, 5, 1), (150, 160, 7, 5, 1),
+            (300, 310, 7, 7, 1);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, textId INT,
+            globalTid INT, text TEXT);
+        INSERT INTO NVTX_EVENTS VALUES (90, 130, 59, NULL, 7, 'conv1'),
+            (50, 900, 59, NULL, 7, 'iteration1');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, shortName INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (400, 500, 0, 7, 5, 2),
+            (510, 520, 0, 7, 9, 3);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, bytes INT, copyKind INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (530, 540, 0, 7, 8, 64, 1);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (600, 650, 0, 7, 7, 3);
+    """)
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_launch_layer_and_status_of_every_gpu_row_by_hand(tmp_path: Path,
+                                                          workers: int) -> None:
+    """The first of two calls with one id is the launch; a kernel without a call has no
+    launch, layer or iteration and is an anomaly (a copy without one is not)."""
+    path = _launch_cases_export(tmp_path / "launches.sqlite")
+    _, got = _ingest(path, tmp_path, workers=workers)
+    rows = {(k["kernel_id"], k["kind"], k["name"], k["launch_event_id"], k["layer"],
+             k["layer_kind"], k["layer_status"], k["iteration"]) for k in got["kernels"]}
+    assert rows == {
+        (5, "kernel", "gemm", 0, "conv1", "nvtx", "enclosing_scope", 1),
+        (6, "kernel", "relu", None, None, None, "no_launch", None),
+        (7, "kernel", "relu", 2, None, None, "no_scope", 1),
+        (8, "memcpy", "[CUDA memcpy HtoD]", None, None, None, "no_launch", None)}
+    assert [(a["kind"], a["event_id"]) for a in got["anomalies"]] == [
+        ("kernel_without_launch", 6)]

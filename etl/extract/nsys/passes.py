@@ -1,12 +1,12 @@
-"""Passes 2 and 3 of the nsys reader, over pass 1's spill files, in bounded memory.
+"""Passes 2 and 3b of the nsys reader, over pass 1's spill files, in bounded memory.
 
 2. Host rows sorted by (thread, start, longer first, event id) by DuckDB (out of core),
    linked chunk by chunk with the stack carried (etl/link.py: parents, and the innermost
    NVTX range that is not a step as the layer) and written as they come; the launch calls
-   (calls with a correlation id) are kept with their layer's name code in the join's
-   partitions (parts/<k>/launch.arrow, by correlation id as pass 1's GPU rows).
-3. Partition by partition, GPU activities joined to the first launch with their
-   correlation id (etl/extract/kineto/kernel_join.py's join).
+   that have a layer are kept with its name code in the join's partitions
+   (parts/<k>/layer.arrow, by correlation id as pass 1's GPU rows).
+3b. Partition by partition, the GPU rows joined to their first launch in pass 3a
+   (launch_join.py, which needs nothing of pass 2) get the launch's layer and iteration.
 Before them, steps never popped get their last one's end: the last end of the GPU
 activities launched in it (two scans of the calls' spill and one of the GPU partitions'
 correlation ids and ends, only for such exports).
@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
-from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAUNCH_PART,
+from etl.extract.kineto.kernel_join import EMIT_ROWS
+from etl.extract.nsys.launch_join import JOINED_PART, read_ipc
+from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAYER_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
                                     Partitioning)
 
@@ -193,13 +195,13 @@ def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
         reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(sources))
                              ).to_arrow_reader(chunk_rows)
         sorted_()
-        with PartitionWriter(spill / PARTS, parts, LAUNCH_PART) as out:
+        with PartitionWriter(spill / PARTS, parts, LAYER_PART) as out:
             for batch in reader:
                 if batch.num_rows:
                     table = pa.Table.from_batches([batch])
                     layer = state.link(table)
                     write(context.host_rows(table, state.parent, steps, names))
-                    out.write(_launches(table, layer, names))
+                    out.write(_launch_layers(table, layer))
     finally:
         con.close()
 
@@ -247,26 +249,17 @@ def _numpy(column: Any, dtype: Any = np.int64) -> np.ndarray:
     return np.asarray(column.to_numpy(zero_copy_only=False), dtype=dtype)
 
 
-def _launches(batch: pa.Table, layer: np.ndarray, names: Names) -> pa.Table:
-    """Calls with a correlation id: event_id, correlation_id, ts_ns (the session clock,
-    for the iteration), op_event_id, op_name, layer (the layer's name code, made a string
-    in pass 3), layer_kind, pass, layer_status (kernel_join.LAUNCH_COLUMNS)."""
+def _launch_layers(batch: pa.Table, layer: np.ndarray) -> pa.Table:
+    """Calls with a correlation id and a layer: event_id, correlation_id, layer (the
+    layer's name code; a string in pass 3b). Launches without one are not kept: pass 3a
+    joined every launch already."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    keep = pc.and_(pc.less(batch["category"], 2), pc.is_valid(batch["corr"]))
-    n = batch.num_rows
-    layer_codes = pa.array(layer, pa.int64(), mask=layer < 0)
-    has_layer = pc.is_valid(layer_codes)
-    table = pa.table({
-        "event_id": batch["event_id"], "correlation_id": batch["corr"],
-        "ts_ns": batch["start"], "op_event_id": pa.nulls(n, pa.int64()),
-        "op_name": pa.nulls(n, pa.string()), "layer": layer_codes,
-        # NVTX ranges are layers; they tell no passes (etl/extract/layer_columns.py's rule)
-        "layer_kind": pc.if_else(has_layer, "nvtx", pa.scalar(None, pa.string())),
-        "pass": pa.nulls(n, pa.string()),
-        "layer_status": pc.if_else(has_layer, "enclosing_scope", "no_scope")})
-    return table.filter(keep)
+    keep = pc.and_(pc.and_(pc.less(batch["category"], 2), pc.is_valid(batch["corr"])),
+                   pa.array(layer >= 0))
+    return pa.table({"event_id": batch["event_id"], "correlation_id": batch["corr"],
+                     "layer": pa.array(layer, pa.int64())}).filter(keep)
 
 
 @dataclass
@@ -321,51 +314,82 @@ KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "ext
 
 def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
              names: Names, write: Writer) -> list[int]:
-    """Pass 3: kernels with their launch, layer and iteration, written; returns the ids of
-    kernels without a launch call, in order. Several launches with one correlation id:
-    the first is used (not flagged, as before streaming)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    # the join of one partition (first launch by binary search, rows in their order)
-    from etl.extract.kineto.kernel_join import join_ipc_parts
-
+    """Pass 3b: the joined GPU rows of pass 3a (launch_join.py) with their layer and
+    iteration, written; returns the ids of kernels without a launch call, in order.
+    Several launches with one correlation id: the first is used (not flagged)."""
     orphans: list[int] = []
-
-    def emit(joined: pa.Table) -> None:
-        n = joined.num_rows
-        launch_ts = joined["launch_ts_ns"].combine_chunks()
-        found = _numpy(launch_ts.is_valid(), bool)
-        iteration = np.where(found, steps.iteration(_numpy(launch_ts.fill_null(0))),
-                             link.NONE)
-        kind = pc.take(pa.array(GPU_KINDS), joined["kind"])
-        table = pa.table({
-            "source_id": pa.repeat(pa.scalar(context.source_id, pa.int32()), n),
-            "rank": pa.nulls(n, pa.int32()),
-            "kernel_id": pc.add(joined["event_id"], context.first_gpu_id),
-            "kind": kind, "category": kind, "device_id": joined["device_id"],
-            **{c: joined[c] for c in KERNEL_COLUMNS},
-            "name": names.text(joined["name"]), "layer": _layer_names(joined["layer"], names),
-            "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE),
-            "layer_kind": joined["layer_kind"], "pass": joined["pass"],
-            "layer_status": pc.fill_null(joined["layer_status"], "no_launch")})
-        table = table.select(["source_id", "rank", "kernel_id", "kind", "category",
-                              "device_id", *KERNEL_COLUMNS, "iteration", "layer_kind", "pass",
-                              "layer_status"])
-        orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.invert(pa.array(found)))
-        orphans.extend(table["kernel_id"].filter(orphan).to_pylist())
-        write(table)
-
     for k in range(parts.parts):
         folder = spill / PARTS / str(k)
-        join_ipc_parts(folder / GPU_PART, folder / LAUNCH_PART, emit)
+        joined = read_ipc(folder / JOINED_PART)
+        if joined is None:
+            continue
+        layers = _Layers.read(folder / LAYER_PART)
+        for start in range(0, joined.num_rows, EMIT_ROWS):
+            table = _kernel_rows(joined.slice(start, EMIT_ROWS), layers, steps, context,
+                                 names)
+            orphans.extend(_orphans(table))
+            write(table)
     return sorted(orphans)
 
 
-def _layer_names(layer: Any, names: Names) -> pa.Array:
-    """Layer names from the launches' codes (a string column when there was no launch)."""
-    import pyarrow as pa
+@dataclass
+class _Layers:
+    """The layer name code of the launches that have one (pass 2's layer.arrow), by id."""
 
-    if pa.types.is_integer(layer.type):
-        return names.text(layer)
-    return layer.cast(pa.string())
+    event_id: np.ndarray     # sorted
+    code: np.ndarray
+
+    @classmethod
+    def read(cls, path: Path) -> _Layers:
+        table = read_ipc(path)
+        if table is None:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        event, code = _numpy(table["event_id"]), _numpy(table["layer"])
+        order = np.argsort(event, kind="stable")
+        return cls(event[order], code[order])
+
+    def of(self, launch: np.ndarray) -> np.ndarray:
+        """Codes of the launches' layers, -1 for none."""
+        if len(self.event_id) == 0:
+            return np.full(len(launch), -1, np.int64)
+        at = np.minimum(np.searchsorted(self.event_id, launch), len(self.event_id) - 1)
+        return np.where(self.event_id[at] == launch, self.code[at], -1)
+
+
+def _kernel_rows(joined: pa.Table, layers: _Layers, steps: Steps, context: Context,
+                 names: Names) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = joined.num_rows
+    launched = _numpy(joined["launch_event_id"].is_valid(), bool)
+    launch_ts = _numpy(joined["launch_ts_ns"].fill_null(0))
+    iteration = np.where(launched, steps.iteration(launch_ts), link.NONE)
+    layer = np.where(launched, layers.of(_numpy(joined["launch_event_id"].fill_null(-1))), -1)
+    has_layer = pa.array(layer >= 0)
+    kind = pc.take(pa.array(GPU_KINDS), joined["kind"])
+    # NVTX ranges are layers; they tell no passes (etl/extract/layer_columns.py's rule)
+    status = np.where(layer >= 0, 2, np.where(launched, 1, 0))
+    return pa.table({
+        "source_id": pa.repeat(pa.scalar(context.source_id, pa.int32()), n),
+        "rank": pa.nulls(n, pa.int32()),
+        "kernel_id": pc.add(joined["event_id"], context.first_gpu_id),
+        "kind": kind, "category": kind, "device_id": joined["device_id"],
+        **{c: joined[c] for c in KERNEL_COLUMNS[:-4]},
+        "name": names.text(joined["name"]),
+        "launch_event_id": joined["launch_event_id"],
+        "op_event_id": pa.nulls(n, pa.int64()), "op_name": pa.nulls(n, pa.string()),
+        "layer": names.text(pa.array(layer, pa.int64(), mask=layer < 0)),
+        "iteration": pa.array(iteration, pa.int64(), mask=iteration == link.NONE),
+        "layer_kind": pc.if_else(has_layer, "nvtx", pa.scalar(None, pa.string())),
+        "pass": pa.nulls(n, pa.string()),
+        "layer_status": pc.take(pa.array(["no_launch", "no_scope", "enclosing_scope"]),
+                                pa.array(status))})
+
+
+def _orphans(table: pa.Table) -> list[int]:
+    """Kernels (not copies or sets) without a launch call."""
+    import pyarrow.compute as pc
+
+    orphan = pc.and_(pc.equal(table["kind"], "kernel"), pc.is_null(table["launch_event_id"]))
+    return list(table["kernel_id"].filter(orphan).to_pylist())

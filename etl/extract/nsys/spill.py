@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from etl.extract.nsys.launch_join import CALL_PART, join_launches
 from etl.extract.nsys.sqlite_export import Export, column_map
 from etl.extract.step_names import StepNames
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
 GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
 HOST_FILE, NVTX_FILE, PARTS = "host.parquet", "nvtx.parquet", "parts"
-GPU_PART, LAUNCH_PART = "gpu.arrow", "launch.arrow"   # in PARTS/<k>/
+GPU_PART, LAYER_PART = "gpu.arrow", "layer.arrow"   # in PARTS/<k>/
 SCATTER_ROWS = 1 << 19    # rows split into partitions at once (~80 MB of GPU rows)
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
 _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
@@ -151,14 +152,21 @@ class Spilled:
     has_activity_tables: bool = False
     parts: Partitioning = field(default_factory=lambda: Partitioning(1))
     _gpu: GpuSpilled | Future[GpuSpilled] = field(default_factory=GpuSpilled)
+    _joined: Future[None] | None = None
     _pool: Executor | None = None
 
     @property
     def gpu(self) -> GpuSpilled:
         if isinstance(self._gpu, Future):
             self._gpu = self._gpu.result()
-            self.close()
         return self._gpu
+
+    def wait_for_join(self) -> None:
+        """Pass 3a (launch_join.py) done: the partitions' joined.arrow are complete."""
+        if self._joined is not None:
+            self._joined.result()
+            self._joined = None
+        self.close()
 
     def close(self) -> None:
         if self._pool is not None:
@@ -168,10 +176,11 @@ class Spilled:
 
 def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                  offset: int, workers: int = 1) -> Spilled:
-    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to parts/<k>/gpu.arrow.
-    With `workers` > 1 the GPU tables are read at the same time in a process of their own
-    (the partitioning is chosen before either is read), and may still be when this
-    returns: the host rows can be sorted meanwhile."""
+    """Pass 1: host rows to host.parquet / nvtx.parquet, GPU rows to parts/<k>/gpu.arrow,
+    calls with a correlation id to parts/<k>/call.arrow; then pass 3a, which needs only
+    these (launch_join.py). With `workers` > 1 the GPU tables are read at the same time in
+    a process of their own (the partitioning is chosen before either is read), which then
+    does pass 3a while the host rows are sorted and linked here."""
     found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
                                             for t in export.tables),
                     parts=partitioning(export))
@@ -183,22 +192,28 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
                                         offset)
         try:
             _spill_host(export, names, steps, folder, found)
+            found._joined = found._pool.submit(join_launches, folder / PARTS,
+                                               found.parts.parts, GPU_PART)
         except BaseException:
             found.close()
             raise
     else:
         _spill_host(export, names, steps, folder, found)
         found._gpu = spill_gpu(export, names, folder, found.parts, offset)
+        join_launches(folder / PARTS, found.parts.parts, GPU_PART)
     return found
 
 
 def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
                 found: Spilled) -> None:
-    with SpillWriter(folder / HOST_FILE) as host:
+    with (SpillWriter(folder / HOST_FILE) as host,
+          PartitionWriter(folder / PARTS, found.parts, CALL_PART) as calls):
         for table, category in _CALLS:
             for batch in export.batches(table, "calls", _types("start", "end", "thread",
                                                                "correlation", "name")):
-                host.write(_host_batch(batch, names.of_ids(batch["name"]), category, found))
+                rows = _host_batch(batch, names.of_ids(batch["name"]), category, found)
+                host.write(rows)
+                calls.write(_with_correlation(rows))
     with SpillWriter(folder / NVTX_FILE) as nvtx:
         for batch in _nvtx_batches(export):
             codes = names.of_texts(_nvtx_names(batch, names))
@@ -207,6 +222,15 @@ def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
+
+
+def _with_correlation(rows: pa.Table) -> pa.Table:
+    """Calls that may launch GPU work (launch_join.py's input)."""
+    import pyarrow.compute as pc
+
+    return rows.filter(pc.is_valid(rows["corr"])).select(["event_id", "corr", "start"]
+                                                          ).rename_columns(
+        ["event_id", "correlation_id", "ts_ns"])
 
 
 def spill_gpu_file(path: Path, folder: Path, parts: Partitioning, offset: int
