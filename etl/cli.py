@@ -216,7 +216,8 @@ def compact_command(warehouse_dir: Path) -> None:
               help="Write the result to this file (--format parquet, csv or json).")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
               show_default=True, help="spark: run the SQL (Spark SQL) in a SparkSession "
-              "with every table and view registered (etl.spark.register_warehouse).")
+              "with every table, and the views the SQL names (with the views they read), "
+              "registered (etl.spark.register_warehouse).")
 @click.option("--master", default="local[2]", show_default=True,
               help="With --engine spark: the Spark master (local[N], spark://HOST:PORT, yarn).")
 def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
@@ -258,7 +259,7 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
 def _spark_rows(warehouse_dir: Path, sql: str, master: str
                 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     from etl.spark import local_session, register_warehouse
-    from etl.spark.session import rows
+    from etl.spark.session import rows, tables_named_in
     from etl.warehouse import Warehouse
 
     warehouse = Warehouse.at(warehouse_dir)
@@ -272,7 +273,8 @@ def _spark_rows(warehouse_dir: Path, sql: str, master: str
     spark.sparkContext.setLogLevel("ERROR")
     try:
         with warehouse.reader_lease():
-            register_warehouse(spark, warehouse.root)
+            # only the views the query names, and what they read: all take minutes
+            register_warehouse(spark, warehouse.root, tables_named_in(sql))
             return rows(spark, sql)
     finally:
         if not _shared_session(spark):

@@ -1,7 +1,8 @@
 """The warehouse on Apache Spark (the optional `[spark]` extra: pip install '.[spark]').
 
-- `register_warehouse(spark, path)`: every table and view as TEMP views of a SparkSession
-  (etl/spark/session.py), for `etl query --engine spark` and for users' own Spark jobs;
+- `register_warehouse(spark, path[, views])`: every table and view (or only the views that
+  `views` read) as TEMP views of a SparkSession (etl/spark/session.py), for `etl query
+  --engine spark` (which registers what its query names) and for users' own Spark jobs;
 - `view_select(view, dialect)`: a view in Spark SQL, Trino or DuckDB (etl/spark/dialects.py);
 - `ingest_spark(...)`: run folders extracted as Spark tasks, published by the driver
   (etl/spark/ingest.py).
@@ -15,14 +16,18 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pyspark.sql import SparkSession
 
 
-def register_warehouse(spark: SparkSession, warehouse: Any) -> list[str]:
-    """Register every table and view of `warehouse` in `spark` (see etl.spark.session)."""
+def register_warehouse(spark: SparkSession, warehouse: Any,
+                       views: Iterable[str] | None = None) -> list[str]:
+    """Register every table and view of `warehouse` in `spark`, or only the views `views`
+    need (see etl.spark.session)."""
     from etl.spark.session import register_warehouse as register
 
-    return register(spark, warehouse)
+    return register(spark, warehouse, views)
 
 
 def local_session(master: str = "local[2]", app_name: str = "etl") -> SparkSession:

@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 from etl.errors import WarehouseError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pyspark.sql import DataFrame, SparkSession
 
+    from etl.views import View
     from etl.warehouse import Warehouse
 
 # Settings the views need: timestamps read and shown as UTC, as DuckDB's TIMESTAMPTZ; the
@@ -31,9 +34,13 @@ SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
                 "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
 
 
-def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str]) -> list[str]:
+def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str],
+                       views: Iterable[str] | None = None) -> list[str]:
     """Register every table and view of the warehouse at `warehouse` as TEMP views of
-    `spark`, pinned to the runs published before this call; the names registered."""
+    `spark`, pinned to the runs published before this call; the names registered.
+    `views`: only these views (stable or versioned names; others are ignored) and the
+    views they read are registered (Spark analyses each view as it is created: all of
+    them take minutes on one machine)."""
     from etl.spark.dialects import view_statements
     from etl.views import checked_views
     from etl.warehouse import Warehouse
@@ -45,10 +52,46 @@ def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str]) -
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     names = register_tables(spark, target) + register_catalogs(spark)
-    for name, select in view_statements(checked_views(), "spark"):
-        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS\n{select}")
-        names.append(name)
+    every = checked_views()
+    wanted = None if views is None else views_read_by(every, views)
+    for name, select in view_statements(every, "spark"):
+        if wanted is None or name in wanted:
+            spark.sql(f"CREATE OR REPLACE TEMP VIEW `{name}` AS\n{select}")
+            names.append(name)
     return names
+
+
+def views_read_by(views: list[View], names: Iterable[str]) -> set[str]:
+    """The names among `names` that are views (stable or versioned), with every view they
+    read, directly or not (a stable name reads its pinned version)."""
+    from etl.views import stable_names
+
+    by_name = {v.name: v for v in views}
+    pinned = stable_names(views)
+    found: set[str] = set()
+    todo = [n for n in names if n in by_name or n in pinned]
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        todo += [pinned[name]] if name in pinned else [
+            d for d in by_name[name].depends_on if d in by_name or d in pinned]
+    return found
+
+
+def tables_named_in(sql: str) -> list[str] | None:
+    """The relations a Spark SQL query names (None when sqlglot cannot parse it: then
+    every view is registered and Spark reports the error)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        trees = sqlglot.parse(sql, read="spark")
+    except ParseError:
+        return None
+    return [t.name for tree in trees if tree is not None for t in tree.find_all(exp.Table)]
 
 
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:

@@ -49,3 +49,20 @@ def test_an_override_beside_the_view_is_used_and_discovery_ignores_it(tmp_path: 
 def test_an_unknown_dialect_is_refused() -> None:
     with pytest.raises(ViewError, match="unknown dialect 'oracle'.*" + ", ".join(DIALECTS)):
         view_select(discover()[0], "oracle")
+
+
+def test_a_query_registers_the_views_it_reads_and_no_other() -> None:
+    """`etl query --engine spark` creates only these in Spark (each costs an analysis)."""
+    from etl.spark.session import tables_named_in, views_read_by
+    from etl.views import checked_views
+
+    views = checked_views()
+    named = tables_named_in("WITH w AS (SELECT * FROM runs) "
+                            "SELECT * FROM run_summary JOIN w USING (run_id)")
+    assert named is not None and set(named) == {"w", "runs", "run_summary"}
+    assert views_read_by(views, named) == {
+        "run_summary", "run_summary_v4", "gpu_utilization_v4", "_window_coverage_v1",
+        "_activity_pieces_v1", "_iteration_windows_v3", "_iteration_memory_v2"}
+    assert views_read_by(views, ["gpu_utilization_v1"]) >= {"gpu_utilization_v1"}
+    assert "gpu_utilization" not in views_read_by(views, ["gpu_utilization_v1"])
+    assert tables_named_in("SELEC nothing (((") is None
