@@ -269,3 +269,4 @@ def test_launch_layer_and_status_of_every_gpu_row_by_hand(tmp_path: Path,
         (8, "memcpy", "[CUDA memcpy HtoD]", None, None, None, "no_launch", None)}
     assert [(a["kind"], a["event_id"]) for a in got["anomalies"]] == [
         ("kernel_without_launch", 6)]
+

@@ -313,10 +313,12 @@ KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "ext
 
 
 def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
-             names: Names, write: Writer) -> list[int]:
+             names: Names, write: Writer, pass_3a_done: Callable[[], None]) -> list[int]:
     """Pass 3b: the joined GPU rows of pass 3a (launch_join.py) with their layer and
     iteration, written; returns the ids of kernels without a launch call, in order.
-    Several launches with one correlation id: the first is used (not flagged)."""
+    Several launches with one correlation id: the first is used (not flagged).
+    `pass_3a_done` returns once pass 3a is (it may run in a worker process)."""
+    pass_3a_done()
     orphans: list[int] = []
     for k in range(parts.parts):
         folder = spill / PARTS / str(k)

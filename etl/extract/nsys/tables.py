@@ -106,7 +106,8 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
               options.threads, spilled.parts, gpu_spilled)
     sinks.end_of_host_events()
     release_memory()
-    orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels)
+    orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels,
+                       spilled.wait_for_join)
     anomalies += [("kernel_without_launch", i, "no runtime or driver call with this "
                    "correlation id") for i in orphans]
     if steps.unpopped:
