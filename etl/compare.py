@@ -76,8 +76,7 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     """Means, B - A, B / A, Welch's 95% interval of B - A and its p-value."""
     from scipy import stats
 
-    mean_a = sum(a) / len(a) if a else None
-    mean_b = sum(b) / len(b) if b else None
+    mean_a, mean_b = _mean(a), _mean(b)
     diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
     ratio = mean_b / mean_a if mean_a and mean_b is not None else None
     if not a or not b:
@@ -92,6 +91,12 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     p = float(result.pvalue)
     return Difference(mean_a, mean_b, diff, ratio, float(interval.low), float(interval.high),
                       p, "changed" if p < ALPHA else "within noise")
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    """The mean, the same whatever the order of the values (a query returns rows in any
+    order; a plain sum differs in its last bits, and a run against itself would differ)."""
+    return math.fsum(values) / len(values) if values else None
 
 
 def _constant(values: Sequence[float]) -> bool:
@@ -114,7 +119,7 @@ def _pooled(per_run: Sequence[Samples], by_run: bool) -> Samples:
     out: Samples = {}
     for run in per_run:
         for key, values in run.items():
-            pooled = [sum(values) / len(values)] if by_run and values else values
+            pooled = [math.fsum(values) / len(values)] if by_run and values else values
             out.setdefault(key, []).extend(pooled)
     return out
 

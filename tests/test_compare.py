@@ -37,6 +37,13 @@ def test_unequal_variances_use_welch_df() -> None:
     assert d.verdict == "within noise" and 0.05 < d.p_value < 0.2
 
 
+def test_the_same_samples_in_another_order_differ_by_exactly_zero() -> None:
+    """A query returns rows in any order: 0.1 + 0.2 + 0.3 and 0.3 + 0.2 + 0.1 differ in
+    their last bit as plain float sums, so a run against itself was a flaky non-zero."""
+    d = difference([0.1, 0.2, 0.3], [0.3, 0.2, 0.1])
+    assert d.diff == 0 and d.mean_a == d.mean_b and d.verdict == "within noise"
+
+
 def test_too_few_samples_and_no_spread() -> None:
     one = difference([1.0], [2.0, 3.0])
     assert (one.verdict, one.ci_low, one.p_value, one.diff) == ("one sample", None, None, 1.5)
