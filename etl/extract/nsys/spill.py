@@ -161,6 +161,10 @@ class Spilled:
             self._gpu = self._gpu.result()
         return self._gpu
 
+    def wait_for_gpu(self) -> None:
+        """Pass 1's GPU half done: the partitions' gpu.arrow are complete."""
+        _ = self.gpu
+
     def wait_for_join(self) -> None:
         """Pass 3a (launch_join.py) done: the partitions' joined.arrow are complete."""
         if self._joined is not None:

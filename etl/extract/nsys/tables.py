@@ -97,7 +97,7 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     def gpu_spilled() -> None:
         """Pass 1's GPU half done (the host rows are sorted by then), then the last step
         closed with the GPU rows when the steps are never popped."""
-        assert spilled.gpu is not None  # waits for the worker, if any
+        spilled.wait_for_gpu()
         release_memory()  # pass 1's batches are gone: give their pages back
         if steps.unpopped:
             close_last_step(steps, spill, spilled.parts)
