@@ -210,10 +210,13 @@ def _metrics_export(path: Path, session_start: int | None, rows: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("session_start", [1_745_524_738_000_000_000, None])
+@pytest.mark.parametrize("session_start,workers", [(1_745_524_738_000_000_000, 1),
+                                                  (None, 1), (1_745_524_738_000_000_000, 2)])
 def test_gpu_metrics_stream_equal_a_naive_reading(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_start: int | None) -> None:
-    """Batches of 3 pages (many batches): each row as a per-row Python reading gives it."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_start: int | None,
+        workers: int) -> None:
+    """Batches of 3 pages (many batches): each row as a per-row Python reading gives it.
+    workers=2: read by the worker process (its batches: the patch does not reach it)."""
     from etl.extract.nsys import pages
     from etl.extract.nsys.sqlite_export import column_map
     from tests.oracle import naive_nsys
@@ -223,8 +226,8 @@ def test_gpu_metrics_stream_equal_a_naive_reading(
     parts: list[Any] = []
     sinks = Sinks(lambda t: None, lambda t: None, lambda t: None, lambda: None,
                   lambda name, table: parts.append(table))
-    ingest_sqlite(path, 2, None, tmp_path / "spill", sinks, PipelineOptions())
-    assert len(parts) > 3      # handed on batch by batch, never the whole table at once
+    ingest_sqlite(path, 2, None, tmp_path / "spill", sinks, PipelineOptions(workers=workers))
+    assert len(parts) > 3 or workers > 1  # handed on batch by batch, never the whole table
     samples = [s for part in parts for s in part.to_pylist()]
     assert [(s["sample_index"], s["device_index"], s["clock_ts_ns"], s["metric"],
              s["value"], s["unit"], s["reported_unit"]) for s in samples] == (

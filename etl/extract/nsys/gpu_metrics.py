@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -122,3 +123,37 @@ def _take(values: list[Any], type_: pa.DataType, rows: np.ndarray) -> pa.Array:
     import pyarrow as pa
 
     return pa.array(values, type_).take(pa.array(rows))
+
+
+SAMPLES_FILE = "gpu_samples.arrow"   # in the spill folder, from a worker process
+
+
+def spill_samples(path: Path, out: Path, source_id: int, start_utc: int | None) -> None:
+    """sample_batches of the export at `path` written to `out` (Arrow IPC): in a worker
+    process, while the reading process links the host rows."""
+    import pyarrow as pa
+
+    export = Export(path)
+    writer = None
+    try:
+        for table in sample_batches(export, source_id, start_utc):
+            if writer is None:
+                writer = pa.ipc.new_file(str(out), table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
+        export.close()
+
+
+def spilled_samples(path: Path) -> Iterator[pa.Table]:
+    """The tables spill_samples wrote, a batch at a time (read, not memory-mapped: the
+    mapped pages of a big file would count as this process's memory)."""
+    import pyarrow as pa
+
+    if not path.exists():
+        return
+    with pa.OSFile(str(path)) as source:
+        reader = pa.ipc.open_file(source)
+        for i in range(reader.num_record_batches):
+            yield pa.Table.from_batches([reader.get_batch(i)])

@@ -9,6 +9,7 @@ before linking stays in memory and is small: the step ranges, the span, the devi
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,7 +171,11 @@ class Spilled:
         if self._joined is not None:
             self._joined.result()
             self._joined = None
-        self.close()
+
+    def aside(self, task: Callable[..., None], *args: Any) -> Future[None] | None:
+        """`task(*args)` in the worker once its pass 1 and 3a are done; None without a
+        worker (the caller does it itself)."""
+        return None if self._pool is None else self._pool.submit(task, *args)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -32,7 +32,8 @@ import numpy as np
 from etl.errors import InputError
 from etl.extract.kineto.kernel_join import release_memory
 from etl.extract.nsys import EXPORT_COMMAND
-from etl.extract.nsys.gpu_metrics import sample_batches
+from etl.extract.nsys.gpu_metrics import (SAMPLES_FILE, sample_batches, spill_samples,
+                                           spilled_samples)
 from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
@@ -40,6 +41,8 @@ from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberErro
 from etl.extract.trace_role import SourceInfo, TraceClock, TraceResult
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     import pyarrow as pa
 
     from etl.extract.trace_role import PipelineOptions, Sinks
@@ -93,6 +96,8 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
                          "profile with -t cuda,nvtx and export again")
     source_id, start_utc = context.source_id, context.offset
     link_end = steps.end.copy()
+    samples_read = _gpu_samples(export, spilled, spill, source_id,
+                                start_utc if clock.reason is None else None)
 
     def gpu_spilled() -> None:
         """Pass 1's GPU half done (the host rows are sorted by then), then the last step
@@ -116,8 +121,7 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
             "last with the last GPU activity launched from it (work after the loop, if "
             "any, is counted in it)")))
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
-    for samples in sample_batches(export, source_id, start_utc if clock.reason is None
-                                  else None):
+    for samples in samples_read():
         sinks.table("gpu_samples", samples)
     sinks.anomalies(_anomaly_table(anomalies, source_id))
     iterations = _iteration_table(steps, spilled, source_id, np.int64(start_utc))
@@ -125,6 +129,23 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     count = spilled.host_rows + spilled.gpu.rows
     return TraceResult(SourceInfo(count), iterations, devices, None, gpu_names,
                        spilled.gpu.rows, len(anomalies), clock=clock)
+
+
+def _gpu_samples(export: Export, spilled: Spilled, spill: Path, source_id: int,
+                 start_utc: int | None) -> Callable[[], Iterator[pa.Table]]:
+    """GPU_METRICS as gpu_samples batches: read by the worker, if there is one, while the
+    host rows are linked here (the returned call waits for it), else read when called."""
+    if "GPU_METRICS" not in export.tables:
+        return lambda: iter(())
+    spilled_file = spill / SAMPLES_FILE
+    read = spilled.aside(spill_samples, export.path, spilled_file, source_id, start_utc)
+    if read is None:
+        return lambda: sample_batches(export, source_id, start_utc)
+
+    def from_worker() -> Iterator[pa.Table]:
+        read.result()
+        return spilled_samples(spilled_file)
+    return from_worker
 
 
 def session_clock(export: Export) -> tuple[int, TraceClock]:
