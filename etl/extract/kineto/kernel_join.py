@@ -47,7 +47,7 @@ def join_ipc_parts(gpu_path: Path, launch_path: Path, emit: Emit,
     """Join one partition's GPU rows and launch calls, each an Arrow IPC file (absent: no
     rows), and emit the joined rows as join_kernels does, in event order. Duplicate
     launches go to `anomalies` (None: the first launch is used, unreported)."""
-    _join(_read_ipc(gpu_path), _read_ipc(launch_path), emit,
+    _join(read_ipc(gpu_path), read_ipc(launch_path), emit,
           [] if anomalies is None else anomalies)
 
 
@@ -56,7 +56,8 @@ def _read(files: list[Path]) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def _read_ipc(path: Path) -> pa.Table | None:
+def read_ipc(path: Path) -> pa.Table | None:
+    """An Arrow IPC file of the spill, memory-mapped (None when absent: no rows)."""
     if not path.exists():
         return None
     with pa.memory_map(str(path)) as source:
@@ -112,7 +113,7 @@ def _join(gpu: pa.Table | None, launches: pa.Table | None, emit: Emit,
     if gpu is None or gpu.num_rows == 0:
         return
     first = _first_launches(launches, anomalies)
-    joined = _with_launch_columns(gpu, first)
+    joined = with_launch_columns(gpu, first)
     del gpu, first
     ids = np.asarray(joined["event_id"].to_numpy(), dtype=np.int64)
     if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # B/E pairs are spilled last
@@ -123,7 +124,7 @@ def _join(gpu: pa.Table | None, launches: pa.Table | None, emit: Emit,
     release_memory()
 
 
-def _with_launch_columns(gpu: pa.Table, first: pa.Table) -> pa.Table:
+def with_launch_columns(gpu: pa.Table, first: pa.Table) -> pa.Table:
     """GPU rows, in their order, with the columns of the launch of their correlation id
     (NULL without one): a left join by binary search in the launches sorted by id, so the
     GPU rows (long kernel names) are never reordered or copied."""
@@ -156,18 +157,25 @@ def _first_launches(launches: pa.Table | None, anomalies: list[Anomaly]) -> pa.T
         launches = pa.schema([("event_id", pa.int64()), ("correlation_id", pa.int64()),
                               ("ts_ns", pa.int64()), ("op_event_id", pa.int64()),
                               *((c, pa.string()) for c in LAUNCH_COLUMNS[4:])]).empty_table()
-    launches = launches.select(LAUNCH_COLUMNS)
+    first, later = first_of_each_id(launches.select(LAUNCH_COLUMNS))
+    for event_id in later.to_pylist():
+        anomalies.append(("duplicate_correlation", event_id, "a second launch call with the "
+                          "same correlation id; the first is used"))
+    return first.rename_columns(
+        ["launch_event_id", "correlation_id", "launch_ts_ns", *LAUNCH_COLUMNS[3:]])
+
+
+def first_of_each_id(launches: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """The launches (event_id, correlation_id, ...) with the lowest event id of their
+    correlation id, sorted by id, and the event ids of the others."""
     if not _in_launch_order(launches):
         launches = launches.sort_by([("correlation_id", "ascending"),
                                      ("event_id", "ascending")])
     corr = np.asarray(launches["correlation_id"].to_numpy(), dtype=np.int64)
     first = np.ones(len(corr), dtype=bool)
     first[1:] = corr[1:] != corr[:-1]
-    for event_id in launches["event_id"].filter(pa.array(~first)).to_pylist():
-        anomalies.append(("duplicate_correlation", event_id, "a second launch call with the "
-                          "same correlation id; the first is used"))
-    return launches.filter(pa.array(first)).rename_columns(
-        ["launch_event_id", "correlation_id", "launch_ts_ns", *LAUNCH_COLUMNS[3:]])
+    return (launches.filter(pa.array(first)),
+            launches["event_id"].filter(pa.array(~first)).combine_chunks())
 
 
 def _in_launch_order(launches: pa.Table) -> bool:

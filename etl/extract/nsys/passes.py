@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
-from etl.extract.kineto.kernel_join import EMIT_ROWS
-from etl.extract.nsys.launch_join import JOINED_PART, read_ipc
+from etl.extract.kineto.kernel_join import EMIT_ROWS, read_ipc
+from etl.extract.nsys.launch_join import JOINED_PART
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAYER_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
                                     Partitioning)
@@ -306,10 +306,10 @@ def _decimal_text(values: np.ndarray) -> pa.Array:
 
 # ---- pass 3 ------------------------------------------------------------------------
 
-KERNEL_COLUMNS = ["stream_id", "name", "ts_ns", "dur_ns", "correlation_id", "external_id",
-                  "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                  "registers_per_thread", "shared_memory_bytes", "bytes", "launch_event_id",
-                  "op_event_id", "op_name", "layer"]
+# kernels' columns after stream_id and name that are pass 1's spilled values as they are
+GPU_COLUMNS = ["ts_ns", "dur_ns", "correlation_id", "external_id", "grid_x", "grid_y",
+               "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+               "shared_memory_bytes", "bytes"]
 
 
 def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
@@ -377,8 +377,8 @@ def _kernel_rows(joined: pa.Table, layers: _Layers, steps: Steps, context: Conte
         "rank": pa.nulls(n, pa.int32()),
         "kernel_id": pc.add(joined["event_id"], context.first_gpu_id),
         "kind": kind, "category": kind, "device_id": joined["device_id"],
-        **{c: joined[c] for c in KERNEL_COLUMNS[:-4]},
-        "name": names.text(joined["name"]),
+        "stream_id": joined["stream_id"], "name": names.text(joined["name"]),
+        **{c: joined[c] for c in GPU_COLUMNS},
         "launch_event_id": joined["launch_event_id"],
         "op_event_id": pa.nulls(n, pa.int64()), "op_name": pa.nulls(n, pa.string()),
         "layer": names.text(pa.array(layer, pa.int64(), mask=layer < 0)),

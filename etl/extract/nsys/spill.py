@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from etl.extract.nsys.launch_join import CALL_PART, join_launches
+from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, join_launches
 from etl.extract.nsys.sqlite_export import Export, column_map
 from etl.extract.step_names import StepNames
 
@@ -238,8 +238,7 @@ def _with_correlation(rows: pa.Table) -> pa.Table:
     import pyarrow.compute as pc
 
     return rows.filter(pc.is_valid(rows["corr"])).select(["event_id", "corr", "start"]
-                                                          ).rename_columns(
-        ["event_id", "correlation_id", "ts_ns"])
+                                                          ).rename_columns(CALL_COLUMNS)
 
 
 def spill_gpu_file(path: Path, folder: Path, parts: Partitioning, offset: int
