@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl import link
-from etl.extract.kineto.kernel_join import EMIT_ROWS, read_ipc
-from etl.extract.nsys.launch_join import JOINED_PART
+from etl.extract.kineto.kernel_join import (EMIT_ROWS, first_of_each_id, read_ipc,
+                                             with_launch_columns)
+from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, JOINED_PART
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAYER_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
                                     Partitioning)
@@ -67,92 +68,36 @@ def _parquet(spill: Path, name: str) -> str | None:
 def close_last_step(steps: Steps, spill: Path, parts: Partitioning) -> None:
     """The last step ends with the last GPU activity launched in it (its iteration: the
     steps as linked, the last one up to its recorded end), not at the capture's end.
-    A GPU row's launch is the first call (lowest event id) with its correlation id."""
+    A GPU row's launch is the first call (lowest event id) with its correlation id: each
+    partition's calls (pass 1's call.arrow) and GPU rows are joined as in pass 3a, only
+    for the first calls that start in the last step's window."""
     last = steps.number[-1]
     mine = steps.number == last
     window = (int(steps.start[mine].min()), int(steps.end[mine].max()))
-    corr, start = _first_launches_in(spill / HOST_FILE, window)
-    if len(corr) == 0:
-        return
-    ends, launched = _gpu_ends(spill, parts.parts, corr, start)
-    ends = ends[steps.iteration(launched) == last]
-    if len(ends):
-        steps.end[-1] = max(int(ends.max()), int(steps.start[-1]))
+    ends = [_ends_launched_in(spill / PARTS / str(k), window, steps, last)
+            for k in range(parts.parts)]
+    found = np.concatenate(ends) if ends else np.zeros(0, np.int64)
+    if len(found):
+        steps.end[-1] = max(int(found.max()), int(steps.start[-1]))
 
 
-def _first_launches_in(host: Path, window: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(correlation ids, starts), by id, of the calls starting in `window` that are the
-    first call with their correlation id: a scan for the calls in the window, a second
-    for the lowest event id of each of their ids."""
+def _ends_launched_in(folder: Path, window: tuple[int, int], steps: Steps, last: int
+                      ) -> np.ndarray:
+    """Ends (NULL as 0) of one partition's GPU rows whose launch starts in `window` and
+    in iteration `last`."""
     import pyarrow.compute as pc
 
-    found = []
-    for batch in _scan(host, ["corr", "start", "event_id"]):
-        start = batch["start"]
-        batch = batch.filter(pc.and_(pc.is_valid(batch["corr"]), pc.and_(
-            pc.greater_equal(start, window[0]), pc.less_equal(start, window[1]))))
-        found.append((_numpy(batch["corr"]), _numpy(batch["start"]),
-                      _numpy(batch["event_id"])))
-    if not found:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    corr, start, event_id = (np.concatenate(parts) for parts in zip(*found))
-    if len(corr) == 0:
-        return corr, start
-    keys = np.unique(corr)
-    first = np.full(len(keys), np.iinfo(np.int64).max)
-    wanted = pa_array(keys)
-    for batch in _scan(host, ["corr", "event_id"]):
-        batch = batch.filter(pc.is_in(batch["corr"], value_set=wanted))
-        np.minimum.at(first, np.searchsorted(keys, _numpy(batch["corr"])),
-                      _numpy(batch["event_id"]))
-    keep = event_id == first[np.searchsorted(keys, corr)]
-    order = np.argsort(corr[keep], kind="stable")
-    return corr[keep][order], start[keep][order]
-
-
-def _gpu_ends(spill: Path, parts: int, corr: np.ndarray, start: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """Ends (NULL as 0) of the GPU rows with one of the correlation ids `corr` (sorted,
-    unique), and the start of each one's launch."""
-    import pyarrow.compute as pc
-
-    ends, launched = [], []
-    wanted = pa_array(corr)
-    for k in range(parts):
-        path = spill / PARTS / str(k) / GPU_PART
-        if not path.exists():
-            continue
-        for batch in _ipc_batches(path, ["correlation_id", "end"]):
-            batch = batch.filter(pc.is_in(batch["correlation_id"], value_set=wanted))
-            ends.append(_numpy(batch["end"].fill_null(0)))
-            launched.append(start[np.searchsorted(corr, _numpy(batch["correlation_id"]))])
-    return (np.concatenate(ends) if ends else np.zeros(0, np.int64),
-            np.concatenate(launched) if launched else np.zeros(0, np.int64))
-
-
-def _scan(path: Path, columns: list[str]) -> Any:
-    """Batches of some columns of a spilled Parquet file (pre_buffer off: on, pyarrow
-    buffers the whole file ahead when every row group is read)."""
-    import pyarrow.parquet as pq
-
-    if not path.exists():
-        return
-    yield from pq.ParquetFile(path, pre_buffer=False).iter_batches(1 << 17, columns=columns)
-
-
-def _ipc_batches(path: Path, columns: list[str]) -> Any:
-    import pyarrow as pa
-
-    with pa.memory_map(str(path)) as source:
-        reader = pa.ipc.open_file(source)
-        for i in range(reader.num_record_batches):
-            yield reader.get_batch(i).select(columns)
-
-
-def pa_array(values: np.ndarray) -> Any:
-    import pyarrow as pa
-
-    return pa.array(values, pa.int64())
+    calls, gpu = read_ipc(folder / CALL_PART), read_ipc(folder / GPU_PART)
+    if calls is None or gpu is None:
+        return np.zeros(0, np.int64)
+    first, _ = first_of_each_id(calls.select(CALL_COLUMNS))
+    start = first["ts_ns"]
+    first = first.filter(pc.and_(pc.greater_equal(start, window[0]),
+                                 pc.less_equal(start, window[1])))
+    joined = with_launch_columns(gpu.select(["correlation_id", "end"]), first)
+    joined = joined.filter(pc.is_valid(joined["ts_ns"]))
+    in_last = steps.iteration(_numpy(joined["ts_ns"])) == last
+    return _numpy(joined["end"].fill_null(0))[in_last]
 
 
 # ---- pass 2 ------------------------------------------------------------------------
