@@ -126,7 +126,8 @@ class SortedLinks:
     mark: np.ndarray        # ident of the innermost marked event, itself included, or NONE
 
 
-def link_sorted(chunk: SortedEvents, carry: Carry) -> tuple[SortedLinks, Carry]:
+def link_sorted(chunk: SortedEvents, carry: Carry, *, every_thread: bool = False
+                ) -> tuple[SortedLinks, Carry]:
     """Links of one chunk of the sorted stream, given what is still open before it.
 
     The parent of event i is the nearest earlier event of its thread (in sort order) that
@@ -135,31 +136,62 @@ def link_sorted(chunk: SortedEvents, carry: Carry) -> tuple[SortedLinks, Carry]:
     and i ends at or before i's start. Computed for the whole chunk at once by binary
     descent over a sparse table of range maxima of `end` (O(n log n), no per-event Python);
     op and layer then follow by pointer doubling up the parent forest.
+
+    `every_thread`: the stream is in start order and each chunk sorted by thread, so a
+    thread comes again in later chunks; the carry then keeps the open events of every
+    thread (by thread, each root first), not only those of the chunk's last event.
     """
     k = len(carry.ident)
     thread = np.concatenate([carry.thread, chunk.thread])
     start = np.concatenate([carry.start, chunk.start])
     end = np.concatenate([carry.end, chunk.end])
     ident = np.concatenate([carry.ident, chunk.ident])
+    carried: np.ndarray | slice = slice(0, k)     # where the carry and the chunk are
+    mine: np.ndarray | slice = slice(k, None)
+    order = None
+    if every_thread and k and bool((thread[1:] < thread[:-1]).any()):
+        order = np.argsort(thread, kind="stable")   # each thread: its carry, then the chunk
+        thread, start, end, ident = (a[order] for a in (thread, start, end, ident))
+        where = np.empty(len(order), dtype=np.int64)
+        where[order] = np.arange(len(order))
+        carried, mine = where[:k], where[k:]
     parent = _nearest_open_before(thread, start, end)
-    parent[:k] = np.arange(-1, k - 1)  # the carry is a chain, root first
-    own_op = np.concatenate([carry.own_op, np.where(chunk.is_op, chunk.ident, NONE)])
-    own_layer = np.concatenate([carry.own_layer, np.where(chunk.is_layer, chunk.ident, NONE)])
+    parent[carried] = _carried_parents(
+        thread, np.arange(k) if isinstance(carried, slice) else carried)
     marked = np.zeros(len(chunk.ident), dtype=bool) if chunk.is_mark is None else chunk.is_mark
-    own_mark = np.concatenate([carry.own_mark, np.where(marked, chunk.ident, NONE)])
-    own_op, own_layer, own_mark = _inherit(parent, own_op, own_layer, own_mark)
-    mine = parent[k:]
-    has = mine != NONE
-    up = np.where(has, mine, 0)
+    owns = [np.concatenate([kept, np.where(flag, chunk.ident, NONE)]) for kept, flag in
+            ((carry.own_op, chunk.is_op), (carry.own_layer, chunk.is_layer),
+             (carry.own_mark, marked))]
+    if order is not None:
+        owns = [own[order] for own in owns]
+    own_op, own_layer, own_mark = _inherit(parent, *owns)
+    up_of_mine = parent[mine]
+    has = up_of_mine != NONE
+    up = np.where(has, up_of_mine, 0)
     links = SortedLinks(
         parent=np.where(has, ident[up], NONE),
         op=np.where(has, own_op[up], NONE),
         layer=np.where(has, own_layer[up], NONE),
-        overlap=has & (end[k:] > end[up]),
-        mark=own_mark[k:])
-    chain = _chain(parent, len(ident) - 1)
+        overlap=has & (end[mine] > end[up]),
+        mark=own_mark[mine])
+    lasts = _last_of_each_thread(thread) if every_thread else np.array([len(ident) - 1])
+    chain = _chains(parent, lasts)
     return links, Carry(thread[chain], start[chain], end[chain], ident[chain], own_op[chain],
                         own_layer[chain], own_mark[chain])
+
+
+def _carried_parents(thread: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Parents of the carried events (at `at`, in order): each thread's carry is a chain,
+    root first."""
+    chained = np.zeros(len(at), dtype=bool)
+    chained[1:] = (at[1:] == at[:-1] + 1) & (thread[at[1:]] == thread[at[:-1]])
+    return np.where(chained, at - 1, NONE)
+
+
+def _last_of_each_thread(thread: np.ndarray) -> np.ndarray:
+    if len(thread) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.append(thread[1:] != thread[:-1], True))
 
 
 def _nearest_open_before(thread: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -212,13 +244,17 @@ def _inherit(parent: np.ndarray, own_op: np.ndarray, own_layer: np.ndarray,
     return own_op, own_layer, own_mark
 
 
-def _chain(parent: np.ndarray, last: int) -> np.ndarray:
-    """Positions of `last` and its ancestors, root first (the stack after `last`)."""
-    chain = []
-    while last != NONE and last >= 0:
-        chain.append(last)
-        last = int(parent[last])
-    return np.array(chain[::-1], dtype=np.int64)
+def _chains(parent: np.ndarray, lasts: np.ndarray) -> np.ndarray:
+    """Positions of the events in `lasts` (one per thread, in order) and their ancestors:
+    each thread's stack after its last event, root first."""
+    chain: list[int] = []
+    for last in lasts.tolist():
+        stack = []
+        while last != NONE and last >= 0:
+            stack.append(last)
+            last = int(parent[last])
+        chain.extend(reversed(stack))
+    return np.array(chain, dtype=np.int64)
 
 
 def assign_iterations(step_start: np.ndarray, step_end: np.ndarray, step_number: np.ndarray,

@@ -92,3 +92,30 @@ def test_marks_equal_the_sweep(events: list[tuple[int, int, int, bool, bool]], s
             np.zeros(len(rows), dtype=bool), is_mark[rows]), carry)
         mark[rows] = found.mark
     assert whole.mark.tolist() == want and mark.tolist() == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(spans, st.integers(1, 7))
+def test_a_stream_in_start_order_links_as_the_sweep(
+        events: list[tuple[int, int, int, bool, bool]], size: int) -> None:
+    # threads interleaved, as a profiler writes its calls: the stream is in (start, longer
+    # first) order, each chunk sorted by thread; the carry keeps every thread's stack
+    thread, start, end, is_op, is_layer = _arrays(events)
+    n = len(events)
+    order = np.lexsort((np.arange(n), -end, start))
+    carry = link.Carry.empty()
+    parent, op, layer, mark = (np.full(n, -1) for _ in range(4))
+    overlaps: list[int] = []
+    for at in range(0, n, size):
+        rows = order[at:at + size]
+        rows = rows[np.argsort(thread[rows], kind="stable")]
+        chunk = link.SortedEvents(thread[rows], start[rows], end[rows], rows.astype(np.int64),
+                                  is_op[rows], is_layer[rows], is_layer[rows])
+        found, carry = link.link_sorted(chunk, carry, every_thread=True)
+        parent[rows], op[rows], layer[rows] = found.parent, found.op, found.layer
+        mark[rows] = found.mark
+        overlaps += rows[found.overlap].tolist()
+    want = sweep(thread.tolist(), start.tolist(), end.tolist(), is_op.tolist(),
+                 is_layer.tolist())
+    assert (parent.tolist(), op.tolist(), layer.tolist(), sorted(overlaps)) == want
+    assert mark.tolist() == [row if is_layer[row] else up for row, up in enumerate(want[2])]

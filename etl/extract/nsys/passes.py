@@ -1,10 +1,12 @@
 """Passes 2 and 3b of the nsys reader, over pass 1's spill files, in bounded memory.
 
-2. Host rows sorted by (thread, start, longer first, event id) by DuckDB (out of core),
-   linked chunk by chunk with the stack carried (etl/link.py: parents, and the innermost
-   NVTX range that is not a step as the layer) and written as they come; the launch calls
-   that have a layer are kept with its name code in the join's partitions
-   (parts/<k>/layer.arrow, by correlation id as pass 1's GPU rows).
+2. Host rows in (thread, start, longer first, event id) order, linked chunk by chunk with
+   the stack carried (etl/link.py: parents, and the innermost NVTX range that is not a
+   step as the layer) and written as they come; the launch calls that have a layer are
+   kept with its name code in the join's partitions (parts/<k>/layer.arrow, by
+   correlation id as pass 1's GPU rows). The order: each call table as written merged
+   by start when each is in start order (in_order.py: how nsys writes them), else a sort
+   by DuckDB (out of core).
 3b. Partition by partition, the GPU rows joined to their first launch in pass 3a
    (launch_join.py, which needs nothing of pass 2) get the launch's layer and iteration.
 Before them, steps never popped get their last one's end: the last end of the GPU
@@ -13,7 +15,7 @@ correlation ids and ends, only for such exports).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,7 @@ import numpy as np
 from etl import link
 from etl.extract.kineto.kernel_join import (EMIT_ROWS, first_of_each_id, read_ipc,
                                              with_launch_columns)
+from etl.extract.nsys.in_order import rows_in_start_order
 from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, JOINED_PART
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAYER_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
@@ -118,12 +121,66 @@ FROM {nvtx} AS nvtx LEFT JOIN step_ends AS step USING (event_id)"""
 
 
 def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
-              context: Context, write: Writer, chunk_rows: int, threads: int,
-              parts: Partitioning, sorted_: Callable[[], None] = lambda: None) -> None:
-    """Pass 2: host rows linked and written; launch calls kept in the join's `parts`
-    partitions. `link_end` is the steps' end as linked (before closing); `sorted_` is
-    called once the rows are sorted, before the first is linked (`steps` may change
-    until then: pass 1's GPU half may still be under way during the sort)."""
+              context: Context, write: Writer, options: LinkOptions,
+              steps_final: Callable[[], None] = lambda: None) -> None:
+    """Pass 2: host rows linked and written; launch calls kept in the join's partitions.
+    `link_end` is the steps' end as linked (before closing). `steps_final` may change the
+    last step's end (pass 1's GPU half may still be under way): it is called once, before
+    a row that starts in the last step is written (with the rows sorted by thread, once
+    they are sorted), and at the latest at the end."""
+    final = _Once(steps_final)
+    state = _LinkState(names, options.in_start_order)
+    with PartitionWriter(spill / PARTS, options.parts, LAYER_PART) as out:
+        for table in _linkable_order(spill, steps, link_end, options, final):
+            if table.num_rows:
+                if _reaches_last_step(table, steps):
+                    final()
+                layer = state.link(table)
+                write(context.host_rows(table, state.parent, steps, names))
+                out.write(_launch_layers(table, layer))
+    final()
+
+
+class _Once:
+    def __init__(self, call: Callable[[], None]) -> None:
+        self.call: Callable[[], None] | None = call
+
+    def __call__(self) -> None:
+        if self.call is not None:
+            call, self.call = self.call, None
+            call()
+
+
+def _reaches_last_step(table: pa.Table, steps: Steps) -> bool:
+    """Does a row start where closing the last step may change its iteration?"""
+    import pyarrow.compute as pc
+
+    latest = pc.max(table["start"]).as_py()
+    return bool(len(steps.start)) and latest is not None and latest >= steps.start[-1]
+
+
+@dataclass(frozen=True)
+class LinkOptions:
+    parts: Partitioning
+    chunk_rows: int
+    threads: int                # DuckDB's, for the sort
+    in_start_order: bool        # the calls need no sort (in_order.py)
+
+
+def _linkable_order(spill: Path, steps: Steps, link_end: np.ndarray, options: LinkOptions,
+                    sorted_: Callable[[], None]) -> Iterator[pa.Table]:
+    """The host rows in chunks, each thread's in (start, link_end descending, event id)
+    order: as pass 1 wrote them when the calls are in start order, else sorted by DuckDB
+    (then `sorted_` is called once they are: the sort overlaps pass 1's GPU half)."""
+    if options.in_start_order:
+        yield from rows_in_start_order(spill, steps.rows, link_end, options.chunk_rows)
+    else:
+        yield from _sorted_rows(spill, steps, link_end, options, sorted_)
+
+
+def _sorted_rows(spill: Path, steps: Steps, link_end: np.ndarray, options: LinkOptions,
+                 sorted_: Callable[[], None]) -> Iterator[pa.Table]:
+    """The host rows sorted by DuckDB, out of core."""
     import pyarrow as pa
 
     sources = [sql.format(host=h, nvtx=h) for sql, h in (
@@ -132,21 +189,15 @@ def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
     if not sources:
         sorted_()
         return
-    con = duckdb_for(spill, threads)
-    state = _LinkState(names)
+    con = duckdb_for(spill, options.threads)
     try:
         con.register("step_ends", pa.table({"event_id": pa.array(steps.rows, pa.int64()),
                                             "link_end": pa.array(link_end, pa.int64())}))
         reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(sources))
-                             ).to_arrow_reader(chunk_rows)
+                             ).to_arrow_reader(options.chunk_rows)
         sorted_()
-        with PartitionWriter(spill / PARTS, parts, LAYER_PART) as out:
-            for batch in reader:
-                if batch.num_rows:
-                    table = pa.Table.from_batches([batch])
-                    layer = state.link(table)
-                    write(context.host_rows(table, state.parent, steps, names))
-                    out.write(_launch_layers(table, layer))
+        for batch in reader:
+            yield pa.Table.from_batches([batch])
     finally:
         con.close()
 
@@ -154,7 +205,8 @@ def link_host(spill: Path, names: Names, steps: Steps, link_end: np.ndarray,
 class _LinkState:
     """The carried stack, with the name codes of its events, across chunks."""
 
-    def __init__(self, names: Names) -> None:
+    def __init__(self, names: Names, every_thread: bool) -> None:
+        self.every_thread = every_thread   # threads come again in later chunks
         self.carry = link.Carry.empty()
         self.carry_codes = np.zeros(0, np.int64)
         self.parent = np.zeros(0, np.int64)
@@ -173,7 +225,8 @@ class _LinkState:
             _numpy(part["event_id"]), np.zeros(len(rows), bool), _numpy(part["is_layer"], bool))
         codes = np.concatenate([self.carry_codes, _numpy(part["name_code"].fill_null(-1))])
         idents = np.concatenate([self.carry.ident, chunk.ident])
-        found, self.carry = link.link_sorted(chunk, self.carry)
+        found, self.carry = link.link_sorted(chunk, self.carry,
+                                               every_thread=self.every_thread)
         self.carry_codes = _codes_of(self.carry.ident, idents, codes)
         self.parent[rows] = found.parent
         layer[rows] = _codes_of(found.layer, idents, codes)

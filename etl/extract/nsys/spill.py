@@ -9,7 +9,7 @@ before linking stays in memory and is small: the step ranges, the span, the devi
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
 GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
 HOST_FILE, NVTX_FILE, PARTS = "host.parquet", "nvtx.parquet", "parts"
+CALLS_IN_ORDER = "calls-{}.arrow"   # a call table's rows (by category) while in start order
+NVTX_IN_MEMORY = 1 << 20     # NVTX ranges pass 2 may hold to merge in (~80 bytes each)
 GPU_PART, LAYER_PART = "gpu.arrow", "layer.arrow"   # in PARTS/<k>/
 SCATTER_ROWS = 1 << 19    # rows split into partitions at once (~80 MB of GPU rows)
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
@@ -150,11 +152,33 @@ class Spilled:
     nvtx_rows: int = 0
     host_start: int | None = None   # min start (NULL as 0) of host rows
     host_end: int | None = None     # max end (NULL as -1)
+    # no call starts before the row above it in its table: pass 2 then merges the tables
+    # as written (in_order.py) instead of sorting them
+    calls_in_start_order: bool = True
+    _last_call_start: dict[int, int] = field(default_factory=dict)  # by category
     has_activity_tables: bool = False
     parts: Partitioning = field(default_factory=lambda: Partitioning(1))
     _gpu: GpuSpilled | Future[GpuSpilled] = field(default_factory=GpuSpilled)
     _joined: Future[None] | None = None
     _pool: Executor | None = None
+
+    def note_call_order(self, start: pa.ChunkedArray, category: int) -> bool:
+        """One more batch of a call table, as written (NULL starts are 0 by then): are
+        all calls still in start order?"""
+        if not self.calls_in_start_order or not len(start):
+            return self.calls_in_start_order
+        values = np.asarray(start.to_numpy(), np.int64)
+        last = self._last_call_start.get(category)
+        first_ok = last is None or values[0] >= last
+        self.calls_in_start_order = bool(first_ok and (values[1:] >= values[:-1]).all())
+        self._last_call_start[category] = int(values[-1])
+        return self.calls_in_start_order
+
+    @property
+    def in_start_order(self) -> bool:
+        """Pass 2 links the rows as written: the calls in start order (CALLS_IN_ORDER)
+        and few enough NVTX ranges to hold."""
+        return self.calls_in_start_order and self.nvtx_rows <= NVTX_IN_MEMORY
 
     @property
     def gpu(self) -> GpuSpilled:
@@ -215,13 +239,13 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
 
 def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
                 found: Spilled) -> None:
-    with (SpillWriter(folder / HOST_FILE) as host,
-          PartitionWriter(folder / PARTS, found.parts, CALL_PART) as calls):
+    host = CallSpill(folder)
+    with host, PartitionWriter(folder / PARTS, found.parts, CALL_PART) as calls:
         for table, category in _CALLS:
             for batch in export.batches(table, "calls", _types("start", "end", "thread",
                                                                "correlation", "name")):
                 rows = _host_batch(batch, names.of_ids(batch["name"]), category, found)
-                host.write(rows)
+                host.write(rows, category, found.note_call_order(rows["start"], category))
                 calls.write(_with_correlation(rows))
     with SpillWriter(folder / NVTX_FILE) as nvtx:
         for batch in _nvtx_batches(export):
@@ -231,6 +255,8 @@ def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
+    if not found.in_start_order:
+        host.to_parquet()
 
 
 def _with_correlation(rows: pa.Table) -> pa.Table:
@@ -406,6 +432,69 @@ class SpillWriter:
     def __exit__(self, *exc: object) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+class CallSpill:
+    """The calls' spill: a file per call table (CALLS_IN_ORDER, Arrow IPC: cheap to write
+    and read back) while every table is in start order, else Parquet (HOST_FILE, for
+    DuckDB's sort) from the first batch out of order on, the batches written until then
+    moved over."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.ipc: dict[int, Any] = {}
+        self.parquet = SpillWriter(folder / HOST_FILE)
+
+    def write(self, table: pa.Table, category: int, in_order: bool) -> None:
+        import pyarrow as pa
+
+        if not in_order:
+            self.to_parquet()
+            self.parquet.write(table)
+            return
+        if category not in self.ipc:
+            path = self.folder / CALLS_IN_ORDER.format(category)
+            self.ipc[category] = pa.ipc.new_file(str(path), table.schema)
+        self.ipc[category].write_table(table)
+
+    def to_parquet(self) -> None:
+        """The batches written as IPC into the Parquet file (the IPC files removed)."""
+        self._close_ipc()
+        for category in range(len(_CALLS)):
+            path = self.folder / CALLS_IN_ORDER.format(category)
+            if path.exists():
+                for batch in ipc_batches(path):
+                    self.parquet.write(batch_table(batch))
+                path.unlink()
+
+    def _close_ipc(self) -> None:
+        for writer in self.ipc.values():
+            writer.close()
+        self.ipc = {}
+
+    def __enter__(self) -> CallSpill:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close_ipc()
+        self.parquet.__exit__(*exc)
+
+
+def ipc_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """An Arrow IPC file's batches, each read into memory (no memory map: a process's
+    resident memory stays that of the batches it holds)."""
+    import pyarrow as pa
+
+    with pa.OSFile(str(path)) as handle:
+        reader = pa.ipc.open_file(handle)
+        for k in range(reader.num_record_batches):
+            yield reader.get_batch(k)
+
+
+def batch_table(batch: pa.RecordBatch) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_batches([batch])
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from etl.extract.kineto.kernel_join import release_memory
 from etl.extract.nsys import EXPORT_COMMAND
 from etl.extract.nsys.gpu_metrics import (SAMPLES_FILE, sample_batches, spill_samples,
                                            spilled_samples)
-from etl.extract.nsys.passes import Context, Steps, close_last_step, join_gpu, link_host
+from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_step, join_gpu,
+                                     link_host)
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
@@ -100,15 +101,18 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
                                 start_utc if clock.reason is None else None)
 
     def gpu_spilled() -> None:
-        """Pass 1's GPU half done (the host rows are sorted by then), then the last step
-        closed with the GPU rows when the steps are never popped."""
+        """Pass 1's GPU half done (while pass 2 runs: link_host says when it needs the
+        steps final), then the last step closed with the GPU rows when the steps are
+        never popped."""
         spilled.wait_for_gpu()
         release_memory()  # pass 1's batches are gone: give their pages back
         if steps.unpopped:
             close_last_step(steps, spill, spilled.parts)
 
-    link_host(spill, names, steps, link_end, context, sinks.host_events, options.chunk_rows,
-              options.threads, spilled.parts, gpu_spilled)
+    link_host(spill, names, steps, link_end, context, sinks.host_events,
+              LinkOptions(spilled.parts, options.chunk_rows, options.threads,
+                          spilled.in_start_order),
+              gpu_spilled)
     sinks.end_of_host_events()
     release_memory()
     orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels,
