@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from etl.extract.kineto import kernel_join
 from etl.extract.nsys import passes, spill
+from etl.extract.removal import Removal
 from tests.nsys.test_nsys_stream import _ingest
 from tests.oracle import naive_nsys
 from tests.oracle.stack_sweep import sweep
@@ -149,3 +151,25 @@ def test_driver_calls_after_the_runtime_calls_are_merged_by_start(tmp_path: Path
     _, got = _ingest(path, tmp_path, chunk_rows=5)
     parents, _ = _by_sweep(path)
     assert {h["event_id"]: h["parent_event_id"] for h in got["host_events"]} == parents
+
+
+def test_the_spill_is_removed_as_it_is_read(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pass 2's files are given to the removal thread once pass 2 ends, each partition
+    once pass 3 has read it (before the next is read); the folder is gone at the end."""
+    asked: list[str] = []
+    monkeypatch.setattr(kernel_join, "PART_ROWS", 40)
+    real_remove, real_rows = Removal.remove, passes._kernel_rows
+    monkeypatch.setattr(Removal, "remove", lambda self, *paths: (
+        asked.extend(p.name for p in paths), real_remove(self, *paths))[1])
+    monkeypatch.setattr(passes, "_kernel_rows",
+                        lambda *a: asked.append("read") or real_rows(*a))
+    path = _export(tmp_path / "threads.sqlite", _timeline(random.Random(5)), True,
+                   random.Random(5))
+    _ingest(path, tmp_path, chunk_rows=7)
+    assert asked[:4] == ["calls-0.arrow", "calls-1.arrow", "host.parquet", "nvtx.parquet"]
+    partitions = [name for name in asked if name.isdigit()]
+    assert len(partitions) > 3 and partitions == sorted(partitions, key=int)
+    assert "".join("r" if name == "read" else "p" for name in asked[5:]).replace(
+        "rp", "") == ""    # each partition read, then removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["threads.sqlite"]

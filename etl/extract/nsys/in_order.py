@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from etl.extract.nsys.spill import CALLS_IN_ORDER, NVTX_FILE, ipc_batches
+from etl.extract.nsys.spill import NVTX_FILE, calls_in_order_files, ipc_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -30,17 +30,13 @@ def rows_in_start_order(spill: Path, step_rows: np.ndarray, step_link_end: np.nd
     """The host rows in chunks, each sorted by (thread, start, link_end descending, event
     id) and every thread's rows in that order across chunks; the columns of passes.py's
     sorted query. Only for a spill whose call tables are each in start order."""
-    streams = [_Stream(_calls(path, chunk_rows)) for path in _call_files(spill)]
+    streams = [_Stream(_calls(path, chunk_rows)) for path in calls_in_order_files(spill)
+               if path.exists()]
     nvtx = _nvtx(spill / NVTX_FILE, step_rows, step_link_end)
     if nvtx is not None:
         streams.append(_Stream(nvtx.slice(k, chunk_rows)
                                for k in range(0, nvtx.num_rows, chunk_rows)))
     yield from _merged(streams)
-
-
-def _call_files(spill: Path) -> list[Path]:
-    paths = (spill / CALLS_IN_ORDER.format(category) for category in range(2))
-    return [path for path in paths if path.exists()]
 
 
 class _Stream:

@@ -29,7 +29,7 @@ from etl.extract.nsys.in_order import rows_in_start_order
 from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, JOINED_PART
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAYER_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
-                                    Partitioning)
+                                    Partitioning, calls_in_order_files)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,6 +50,12 @@ class Steps:
     def iteration(self, ts: np.ndarray) -> np.ndarray:
         return link.assign_iterations(self.start, self.end, self.number, ts,
                                       np.ones(len(ts), bool))
+
+
+def pass_2_files(spill: Path) -> list[Path]:
+    """The spill read by pass 2 and by nothing after it."""
+    return [*calls_in_order_files(spill), spill / HOST_FILE, spill / NVTX_FILE,
+            spill / "duckdb"]
 
 
 def duckdb_for(spill: Path, threads: int) -> Any:
@@ -311,11 +317,13 @@ GPU_COLUMNS = ["ts_ns", "dur_ns", "correlation_id", "external_id", "grid_x", "gr
 
 
 def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
-             names: Names, write: Writer, pass_3a_done: Callable[[], None]) -> list[int]:
+             names: Names, write: Writer, pass_3a_done: Callable[[], None],
+             done_with: Callable[[Path], None] = lambda _: None) -> list[int]:
     """Pass 3b: the joined GPU rows of pass 3a (launch_join.py) with their layer and
     iteration, written; returns the ids of kernels without a launch call, in order.
     Several launches with one correlation id: the first is used (not flagged).
-    `pass_3a_done` returns once pass 3a is (it may run in a worker process)."""
+    `pass_3a_done` returns once pass 3a is (it may run in a worker process);
+    `done_with` is given each partition's folder once it is read."""
     pass_3a_done()
     orphans: list[int] = []
     for k in range(parts.parts):
@@ -329,6 +337,8 @@ def join_gpu(spill: Path, parts: Partitioning, steps: Steps, context: Context,
                                  names)
             orphans.extend(_orphans(table))
             write(table)
+        del joined, layers
+        done_with(folder)
     return sorted(orphans)
 
 

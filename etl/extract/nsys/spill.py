@@ -460,8 +460,7 @@ class CallSpill:
     def to_parquet(self) -> None:
         """The batches written as IPC into the Parquet file (the IPC files removed)."""
         self._close_ipc()
-        for category in range(len(_CALLS)):
-            path = self.folder / CALLS_IN_ORDER.format(category)
+        for path in calls_in_order_files(self.folder):
             if path.exists():
                 for batch in ipc_batches(path):
                     self.parquet.write(batch_table(batch))
@@ -478,6 +477,11 @@ class CallSpill:
     def __exit__(self, *exc: object) -> None:
         self._close_ipc()
         self.parquet.__exit__(*exc)
+
+
+def calls_in_order_files(folder: Path) -> list[Path]:
+    """CallSpill's IPC files, one per call table (present or not), in event id order."""
+    return [folder / CALLS_IN_ORDER.format(category) for _, category in _CALLS]
 
 
 def ipc_batches(path: Path) -> Iterator[pa.RecordBatch]:

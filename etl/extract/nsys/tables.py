@@ -35,7 +35,8 @@ from etl.extract.nsys import EXPORT_COMMAND
 from etl.extract.nsys.gpu_metrics import (SAMPLES_FILE, sample_batches, spill_samples,
                                            spilled_samples)
 from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_step, join_gpu,
-                                     link_host)
+                                     link_host, pass_2_files)
+from etl.extract.removal import Removal
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
@@ -60,18 +61,20 @@ def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: P
                   sinks: Sinks, options: PipelineOptions) -> TraceResult:
     export = Export(path)
     spill.mkdir(parents=True)
+    removal = Removal()
     try:
-        return _ingest(export, source_id, gpu_override, spill, sinks, options)
+        return _ingest(export, source_id, gpu_override, spill, sinks, options, removal)
     except StepNumberError as exc:
         raise InputError(path, exc.problem(), "NVTX_EVENTS, run.toml step_pattern",
                          STEP_NUMBER_REMEDY) from None
     finally:
         export.close()
+        removal.close()
         shutil.rmtree(spill, ignore_errors=True)
 
 
 def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Path,
-            sinks: Sinks, options: PipelineOptions) -> TraceResult:
+            sinks: Sinks, options: PipelineOptions, removal: Removal) -> TraceResult:
     names = Names(export.strings())
     start_utc, clock = session_clock(export)
     anomalies: list[tuple[str, int | None, str]] = []
@@ -82,7 +85,7 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
     context = Context(source_id, start_utc, spilled.host_rows)
     try:
         return _linked(export, spilled, names, _steps(found_steps), anomalies, context,
-                       clock, gpu_override, spill, sinks, options)
+                       clock, gpu_override, spill, sinks, options, removal)
     finally:
         spilled.close()
 
@@ -90,8 +93,9 @@ def _ingest(export: Export, source_id: int, gpu_override: str | None, spill: Pat
 def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
             anomalies: list[tuple[str, int | None, str]], context: Context,
             clock: TraceClock, gpu_override: str | None, spill: Path, sinks: Sinks,
-            options: PipelineOptions) -> TraceResult:
-    """Passes 2 and 3 over pass 1's spill, whose GPU half may still be under way."""
+            options: PipelineOptions, removal: Removal) -> TraceResult:
+    """Passes 2 and 3 over pass 1's spill, whose GPU half may still be under way; each
+    spill file is removed once read for the last time."""
     if not spilled.has_activity_tables and not spilled.host_rows:
         raise InputError(export.path, "an nsys export without CUDA or NVTX activity", None,
                          "profile with -t cuda,nvtx and export again")
@@ -114,9 +118,10 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
                           spilled.in_start_order),
               gpu_spilled)
     sinks.end_of_host_events()
+    removal.remove(*pass_2_files(spill))
     release_memory()
     orphans = join_gpu(spill, spilled.parts, steps, context, names, sinks.kernels,
-                       spilled.wait_for_join)
+                       spilled.wait_for_join, removal.remove)
     anomalies += [("kernel_without_launch", i, "no runtime or driver call with this "
                    "correlation id") for i in orphans]
     if steps.unpopped:
