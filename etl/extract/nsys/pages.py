@@ -214,12 +214,15 @@ def _serial_types(flat: np.ndarray, first: np.ndarray, end: np.ndarray, width: i
     return types
 
 
-# by serial type (12 and up: blobs and texts, not numbers): is an integer, is a real,
-# bytes of the number's value, the constant of types 8 and 9
+# by serial type (12 and up: blobs and texts, not numbers; np.take clips to 12): is an
+# integer, is a real, the shift that leaves an integer's bytes of the 8 read (sign-
+# extended), 1 where those bytes are the value (0: the value is a constant or NULL), the
+# constant of types 8 and 9
 _TYPES = np.arange(13)
 _IS_INT = ((_TYPES >= 1) & (_TYPES <= 6)) | (_TYPES == 8) | (_TYPES == 9)
 _IS_REAL = _TYPES == 7
-_NUMBER_SIZE = np.where(_IS_INT | _IS_REAL, _SIZES[np.minimum(_TYPES, 9)], 0)
+_SIZED = ((_TYPES >= 1) & (_TYPES <= 6)).astype(np.int64)
+_SHIFT = np.where(_SIZED == 1, 64 - 8 * _SIZES[np.minimum(_TYPES, 9)], 0)
 _CONSTANT = (_TYPES == 9).astype(np.int64)
 
 
@@ -231,14 +234,16 @@ def _values(flat: np.ndarray, at: np.ndarray, serial: np.ndarray, column: Column
     arithmetic shift right by the bytes that are not the value's sign-extends it."""
     if column.is_rowid:
         return rowid, np.ones(len(rowid), bool)
-    kind = np.minimum(serial, 12)
-    is_int, is_real, size = _IS_INT[kind], _IS_REAL[kind], _NUMBER_SIZE[kind]
+    is_int = np.take(_IS_INT, serial, mode="clip")
     word = _words(flat, at)
-    value = np.where(size > 0, word >> np.minimum(64 - 8 * size, 63), 0) + _CONSTANT[kind]
+    value = word >> np.take(_SHIFT, serial, mode="clip")
+    value *= np.take(_SIZED, serial, mode="clip")
+    value += np.take(_CONSTANT, serial, mode="clip")
     if not column.is_float:
-        return np.where(is_int, value, 0), is_int
+        return value, is_int
+    is_real = np.take(_IS_REAL, serial, mode="clip")
     values = np.where(is_real, word.view(np.float64), value.astype(np.float64))
-    return np.where(is_int | is_real, values, 0.0), is_int | is_real
+    return values, is_int | is_real
 
 
 def _words(flat: np.ndarray, at: np.ndarray) -> np.ndarray:

@@ -141,6 +141,7 @@ class GpuSpilled:
     start: int | None = None        # min start of the GPU rows
     end: int | None = None          # max end
     devices: set[int] = field(default_factory=set)
+    parts: Partitioning | None = None   # the partitioning used (a worker finds its own)
 
 
 @dataclass
@@ -184,6 +185,9 @@ class Spilled:
     def gpu(self) -> GpuSpilled:
         if isinstance(self._gpu, Future):
             self._gpu = self._gpu.result()
+            if self._gpu.parts != self.parts:
+                raise RuntimeError(f"the GPU worker partitioned by {self._gpu.parts}, "
+                                   f"this process by {self.parts}")
         return self._gpu
 
     def wait_for_gpu(self) -> None:
@@ -214,16 +218,18 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
     these (launch_join.py). With `workers` > 1 the GPU tables are read at the same time in
     a process of their own (the partitioning is chosen before either is read), which then
     does pass 3a while the host rows are sorted and linked here."""
+    from etl.extract.kineto import kernel_join
+
     found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
-                                            for t in export.tables),
-                    parts=partitioning(export))
+                                            for t in export.tables))
     if workers > 1 and found.has_activity_tables:
         from etl.extract.worker_pool import worker_pool
 
         found._pool = worker_pool(1)
-        found._gpu = found._pool.submit(spill_gpu_file, export.path, folder, found.parts,
-                                        offset)
+        found._gpu = found._pool.submit(spill_gpu_file, export.path, folder, offset,
+                                        kernel_join.PART_ROWS)
         try:
+            found.parts = partitioning(export, kernel_join.PART_ROWS)  # as the worker
             _spill_host(export, names, steps, folder, found)
             found._joined = found._pool.submit(join_launches, folder / PARTS,
                                                found.parts.parts, GPU_PART)
@@ -231,6 +237,7 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
             found.close()
             raise
     else:
+        found.parts = partitioning(export, kernel_join.PART_ROWS)
         _spill_host(export, names, steps, folder, found)
         found._gpu = spill_gpu(export, names, folder, found.parts, offset)
         join_launches(folder / PARTS, found.parts.parts, GPU_PART)
@@ -267,13 +274,14 @@ def _with_correlation(rows: pa.Table) -> pa.Table:
                                                           ).rename_columns(CALL_COLUMNS)
 
 
-def spill_gpu_file(path: Path, folder: Path, parts: Partitioning, offset: int
-                   ) -> GpuSpilled:
+def spill_gpu_file(path: Path, folder: Path, offset: int, part_rows: int) -> GpuSpilled:
     """spill_gpu in a worker process: the export opened again, its names read again (the
-    codes are the same: StringIds', then gpu_texts; NVTX texts are never coded here)."""
+    codes are the same: StringIds', then gpu_texts; NVTX texts are never coded here), its
+    partitioning found again (while the caller finds it: the worker starts at once)."""
     export = Export(path)
     try:
-        return spill_gpu(export, Names(export.strings()), folder, parts, offset)
+        return spill_gpu(export, Names(export.strings()), folder,
+                         partitioning(export, part_rows), offset)
     finally:
         export.close()
 
@@ -282,7 +290,7 @@ def spill_gpu(export: Export, names: Names, folder: Path, parts: Partitioning, o
               ) -> GpuSpilled:
     """The activity tables into the join's partitions; their rows are numbered from 0
     (pass 3 adds the host rows' count: event ids follow the host rows)."""
-    found = GpuSpilled()
+    found = GpuSpilled(parts=parts)
     with PartitionWriter(folder / PARTS, parts, GPU_PART) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
@@ -290,21 +298,19 @@ def spill_gpu(export: Export, names: Names, folder: Path, parts: Partitioning, o
     return found
 
 
-def partitioning(export: Export) -> Partitioning:
-    """Partitions for pass 3, so that one holds about kernel_join.PART_ROWS GPU and launch
+def partitioning(export: Export, part_rows: int) -> Partitioning:
+    """Partitions for pass 3, so that one holds about `part_rows` GPU and launch
     rows (the tables counted by SQLite: their b-trees' cell counts, ~0.15 s for 6 M
     rows), over the range of correlation ids of the first and last rows of the call and
     activity tables (ids count up as calls are made; an id outside the range goes to the
     first or last partition)."""
-    from etl.extract.kineto import kernel_join
-
     calls = sum(export.count(table) for table, _ in _CALLS)
     activities = sum(export.count(table) for table, _ in _ACTIVITIES)
     ends = [end for table, section in ((t, "calls") for t, _ in _CALLS)
             for end in export.correlation_ends(table, section)]
     ends += [end for table, _ in _ACTIVITIES
              for end in export.correlation_ends(table, "activity")]
-    parts = 1 + (activities + calls) // kernel_join.PART_ROWS
+    parts = 1 + (activities + calls) // part_rows
     if not ends:
         return Partitioning(parts)
     return Partitioning(parts, min(ends), max(ends))
