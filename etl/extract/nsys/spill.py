@@ -278,6 +278,9 @@ def spill_gpu_file(path: Path, folder: Path, offset: int, part_rows: int) -> Gpu
     """spill_gpu in a worker process: the export opened again, its names read again (the
     codes are the same: StringIds', then gpu_texts; NVTX texts are never coded here), its
     partitioning found again (while the caller finds it: the worker starts at once)."""
+    from etl.extract.heap import keep_freed_heap
+
+    keep_freed_heap()
     export = Export(path)
     try:
         return spill_gpu(export, Names(export.strings()), folder,

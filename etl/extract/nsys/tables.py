@@ -36,6 +36,7 @@ from etl.extract.nsys.gpu_metrics import (SAMPLES_FILE, sample_batches, spill_sa
                                            spilled_samples)
 from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_step, join_gpu,
                                      link_host, pass_2_files)
+from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.sqlite_export import Export, column_map
@@ -59,6 +60,7 @@ def refuse_rep(path: Path, *_: Any) -> NoReturn:
 
 def ingest_sqlite(path: Path, source_id: int, gpu_override: str | None, spill: Path,
                   sinks: Sinks, options: PipelineOptions) -> TraceResult:
+    keep_freed_heap()
     export = Export(path)
     spill.mkdir(parents=True)
     removal = Removal()
