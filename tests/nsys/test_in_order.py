@@ -55,13 +55,23 @@ def _timeline(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
     return rows
 
 
-def _export(path: Path, rows: dict[str, list[tuple[Any, ...]]], in_order: bool,
+def _export(path: Path, rows: dict[str, list[tuple[Any, ...]]], order: str,
             rng: random.Random) -> Path:
-    """The rows in start order (rows that start together in any order), or shuffled."""
+    """Each table's rows "in order" of start (rows that start together in any order),
+    "by thread" (each thread's rows in start order, one thread after another, as nsys
+    writes a multi-process export; the first thread's in two runs), or "shuffled"."""
     def ordered(table: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         table = list(table)
         rng.shuffle(table)
-        return table if not in_order else sorted(table, key=lambda r: r[0])
+        if order == "shuffled":
+            return table
+        table.sort(key=lambda r: r[0])
+        if order == "in order" or len(table[0]) < 4:
+            return table
+        first = [r for r in table if r[2] == THREADS[0]]
+        runs = [first[1::2], first[::2]] + [[r for r in table if r[2] == t]
+                                            for t in THREADS[1:]]
+        return [r for run in runs for r in run]
 
     con = sqlite3.connect(path)
     con.executescript("""
@@ -107,16 +117,20 @@ def _by_sweep(path: Path) -> tuple[dict[int, int | None], dict[int, str | None]]
 
 
 @pytest.mark.parametrize(("case", "workers"), [("in order", 1), ("in order", 2),
-                                               ("runtime calls only", 1), ("shuffled", 1),
+                                               ("by thread", 1), ("runtime calls only", 1),
+                                               ("shuffled", 1), ("too many runs", 1),
                                                ("many ranges", 1)])
 def test_host_rows_link_as_the_sweep_with_and_without_the_sort(
         case: str, workers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks of 7 rows: every thread and stream is cut many times. "many ranges": the
     calls are in start order but the NVTX ranges are more than pass 2 holds, so the calls
     written so far move to the sorted path's Parquet. "runtime calls only": no other
-    stream to merge with, rows that start together are in one table."""
+    stream to merge with, rows that start together are in one table. "by thread": runs
+    of calls merged; "too many runs": more than pass 2 merges, so they are sorted."""
     if case == "many ranges":
         monkeypatch.setattr(spill, "NVTX_IN_MEMORY", 3)
+    if case == "too many runs":
+        monkeypatch.setattr(spill, "MAX_RUNS", 5)
     merged: list[bool] = []
     real = passes.rows_in_start_order
     monkeypatch.setattr(passes, "rows_in_start_order",
@@ -125,9 +139,11 @@ def test_host_rows_link_as_the_sweep_with_and_without_the_sort(
     rows = _timeline(rng)
     if case == "runtime calls only":
         rows["driver"], rows["nvtx"] = [], []
-    path = _export(tmp_path / "threads.sqlite", rows, case != "shuffled", rng)
+    order = {"shuffled": "shuffled", "by thread": "by thread", "too many runs": "by thread"}
+    path = _export(tmp_path / "threads.sqlite", rows, order.get(case, "in order"), rng)
     _, got = _ingest(path, tmp_path, chunk_rows=7, workers=workers)
-    assert merged == ([True] if case in ("in order", "runtime calls only") else [])
+    assert merged == ([True] if case in ("in order", "runtime calls only", "by thread")
+                      else [])
     parents, layers = _by_sweep(path)
     assert {h["event_id"]: h["parent_event_id"] for h in got["host_events"]} == parents
     nested = sum(p is not None for p in parents.values())    # the sweep found nesting
@@ -142,7 +158,7 @@ def test_driver_calls_after_the_runtime_calls_are_merged_by_start(tmp_path: Path
     """Each table in start order, the driver table after the runtime table in the file:
     both are in order, so pass 2 merges them instead of sorting."""
     rows = _timeline(random.Random(3))
-    path = _export(tmp_path / "threads.sqlite", rows, True, random.Random(3))
+    path = _export(tmp_path / "threads.sqlite", rows, "in order", random.Random(3))
     con = sqlite3.connect(path)
     first_driver = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_DRIVER").fetchone()
     last_runtime = con.execute("SELECT max(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
@@ -164,10 +180,11 @@ def test_the_spill_is_removed_as_it_is_read(tmp_path: Path,
         asked.extend(p.name for p in paths), real_remove(self, *paths))[1])
     monkeypatch.setattr(passes, "_kernel_rows",
                         lambda *a: asked.append("read") or real_rows(*a))
-    path = _export(tmp_path / "threads.sqlite", _timeline(random.Random(5)), True,
+    path = _export(tmp_path / "threads.sqlite", _timeline(random.Random(5)), "in order",
                    random.Random(5))
     _ingest(path, tmp_path, chunk_rows=7)
-    assert asked[:4] == ["calls-0.arrow", "calls-1.arrow", "host.parquet", "nvtx.parquet"]
+    assert asked[:5] == ["calls-0-000.arrow", "calls-1-001.arrow", "host.parquet",
+                         "nvtx.parquet", "duckdb"]
     partitions = [name for name in asked if name.isdigit()]
     assert len(partitions) > 3 and partitions == sorted(partitions, key=int)
     assert "".join("r" if name == "read" else "p" for name in asked[5:]).replace(

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 CATEGORIES = ("cuda_runtime", "cuda_driver", "nvtx")
 GPU_KINDS = ("kernel", "memcpy", "memset")   # kernels.kind (and category), by code
 HOST_FILE, NVTX_FILE, PARTS = "host.parquet", "nvtx.parquet", "parts"
-CALLS_IN_ORDER = "calls-{}.arrow"   # a call table's rows (by category) while in start order
+CALLS_IN_ORDER = "calls-{}-{:03d}.arrow"   # a run in start order of a call table (CallSpill)
+MAX_RUNS = 64     # runs pass 2 merges (a buffered batch each); more: they are sorted
 NVTX_IN_MEMORY = 1 << 20     # NVTX ranges pass 2 may hold to merge in (~80 bytes each)
 GPU_PART, LAYER_PART = "gpu.arrow", "layer.arrow"   # in PARTS/<k>/
 SCATTER_ROWS = 1 << 19    # rows split into partitions at once (~80 MB of GPU rows)
@@ -153,9 +154,11 @@ class Spilled:
     nvtx_rows: int = 0
     host_start: int | None = None   # min start (NULL as 0) of host rows
     host_end: int | None = None     # max end (NULL as -1)
-    # no call starts before the row above it in its table: pass 2 then merges the tables
-    # as written (in_order.py) instead of sorting them
-    calls_in_start_order: bool = True
+    # each call table is a few runs in start order (nsys writes a thread's calls in start
+    # order, one thread's after another's): pass 2 then merges the runs (in_order.py)
+    # instead of sorting the rows
+    calls_in_runs: bool = True
+    call_runs: int = 0
     _last_call_start: dict[int, int] = field(default_factory=dict)  # by category
     has_activity_tables: bool = False
     parts: Partitioning = field(default_factory=lambda: Partitioning(1))
@@ -163,23 +166,28 @@ class Spilled:
     _joined: Future[None] | None = None
     _pool: Executor | None = None
 
-    def note_call_order(self, start: pa.ChunkedArray, category: int) -> bool:
-        """One more batch of a call table, as written (NULL starts are 0 by then): are
-        all calls still in start order?"""
-        if not self.calls_in_start_order or not len(start):
-            return self.calls_in_start_order
+    def run_starts(self, start: pa.ChunkedArray, category: int) -> np.ndarray | None:
+        """Where runs in start order begin in one more batch of a call table (a row that
+        starts before the row above it, the table's first row); None once the tables
+        hold more than MAX_RUNS runs (NULL starts are 0 by then)."""
+        if not self.calls_in_runs:
+            return None
         values = np.asarray(start.to_numpy(), np.int64)
+        breaks = np.flatnonzero(values[1:] < values[:-1]) + 1
         last = self._last_call_start.get(category)
-        first_ok = last is None or values[0] >= last
-        self.calls_in_start_order = bool(first_ok and (values[1:] >= values[:-1]).all())
-        self._last_call_start[category] = int(values[-1])
-        return self.calls_in_start_order
+        if len(values) and (last is None or values[0] < last):
+            breaks = np.r_[0, breaks]
+        if len(values):
+            self._last_call_start[category] = int(values[-1])
+        self.call_runs += len(breaks)
+        self.calls_in_runs = self.call_runs <= MAX_RUNS
+        return breaks if self.calls_in_runs else None
 
     @property
     def in_start_order(self) -> bool:
-        """Pass 2 links the rows as written: the calls in start order (CALLS_IN_ORDER)
-        and few enough NVTX ranges to hold."""
-        return self.calls_in_start_order and self.nvtx_rows <= NVTX_IN_MEMORY
+        """Pass 2 merges the rows as written: the call tables in at most MAX_RUNS runs in
+        start order (CALLS_IN_ORDER) and few enough NVTX ranges to hold."""
+        return self.calls_in_runs and self.nvtx_rows <= NVTX_IN_MEMORY
 
     @property
     def gpu(self) -> GpuSpilled:
@@ -252,7 +260,7 @@ def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
             for batch in export.batches(table, "calls", _types("start", "end", "thread",
                                                                "correlation", "name")):
                 rows = _host_batch(batch, names.of_ids(batch["name"]), category, found)
-                host.write(rows, category, found.note_call_order(rows["start"], category))
+                host.write(rows, category, found.run_starts(rows["start"], category))
                 calls.write(_with_correlation(rows))
     with SpillWriter(folder / NVTX_FILE) as nvtx:
         for batch in _nvtx_batches(export):
@@ -444,53 +452,63 @@ class SpillWriter:
 
 
 class CallSpill:
-    """The calls' spill: a file per call table (CALLS_IN_ORDER, Arrow IPC: cheap to write
-    and read back) while every table is in start order, else Parquet (HOST_FILE, for
-    DuckDB's sort) from the first batch out of order on, the batches written until then
-    moved over."""
+    """The calls' spill: a file per run in start order of each call table (CALLS_IN_ORDER,
+    Arrow IPC: cheap to write and read back) while the runs are few, else Parquet
+    (HOST_FILE, for DuckDB's sort) from the first batch past MAX_RUNS on, the batches
+    written until then moved over."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.ipc: dict[int, Any] = {}
+        self.runs: list[Path] = []
+        self.writer: Any = None
         self.parquet = SpillWriter(folder / HOST_FILE)
 
-    def write(self, table: pa.Table, category: int, in_order: bool) -> None:
-        import pyarrow as pa
-
-        if not in_order:
+    def write(self, table: pa.Table, category: int, run_starts: np.ndarray | None) -> None:
+        """`run_starts`: where in `table` runs begin (Spilled.run_starts); None: sorted."""
+        if run_starts is None:
             self.to_parquet()
             self.parquet.write(table)
             return
-        if category not in self.ipc:
-            path = self.folder / CALLS_IN_ORDER.format(category)
-            self.ipc[category] = pa.ipc.new_file(str(path), table.schema)
-        self.ipc[category].write_table(table)
+        starts = set(run_starts.tolist())
+        cuts = sorted(starts | {0, table.num_rows})
+        for first, end in zip(cuts[:-1], cuts[1:]):
+            if first in starts or self.writer is None:
+                self._new_run(category, table.schema)
+            self.writer.write_table(table.slice(first, end - first))
+
+    def _new_run(self, category: int, schema: pa.Schema) -> None:
+        import pyarrow as pa
+
+        self._close_run()
+        path = self.folder / CALLS_IN_ORDER.format(category, len(self.runs))
+        self.runs.append(path)
+        self.writer = pa.ipc.new_file(str(path), schema)
 
     def to_parquet(self) -> None:
         """The batches written as IPC into the Parquet file (the IPC files removed)."""
-        self._close_ipc()
-        for path in calls_in_order_files(self.folder):
-            if path.exists():
-                for batch in ipc_batches(path):
-                    self.parquet.write(batch_table(batch))
-                path.unlink()
+        self._close_run()
+        for path in self.runs:
+            for batch in ipc_batches(path):
+                self.parquet.write(batch_table(batch))
+            path.unlink()
+        self.runs = []
 
-    def _close_ipc(self) -> None:
-        for writer in self.ipc.values():
-            writer.close()
-        self.ipc = {}
+    def _close_run(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
 
     def __enter__(self) -> CallSpill:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._close_ipc()
+        self._close_run()
         self.parquet.__exit__(*exc)
 
 
 def calls_in_order_files(folder: Path) -> list[Path]:
-    """CallSpill's IPC files, one per call table (present or not), in event id order."""
-    return [folder / CALLS_IN_ORDER.format(category) for _, category in _CALLS]
+    """CallSpill's run files, in event id order (by table, then run)."""
+    return sorted(folder.glob("calls-*-*.arrow"))
 
 
 def ipc_batches(path: Path) -> Iterator[pa.RecordBatch]:
