@@ -9,6 +9,12 @@ the seed's span (nsys --gpu-metrics-frequency; its default is 10 000 Hz), repeat
 the rest (1 000 Hz: about as many rows as the runtime calls).
 
     python bench/make_nsys_export.py --mb 1000 --out bench/.cache/nsys_1000mb.sqlite
+
+--processes P rewrites such an export as P processes profiled together, the way nsys
+writes a multi-process export (two 2-GPU exports in nsys-ai's test fixtures): copy k of
+the seed runs in process k mod P (its own pid and GPU) at time slot k div P, and each
+table lists one process's rows after the other's, so the runtime calls are P runs in start
+order, overlapping in time.
 """
 from __future__ import annotations
 
@@ -66,6 +72,40 @@ def make(out: Path, megabytes: int, seed: Path = SEED, metrics_hz: int = METRICS
     return out
 
 
+def as_processes(single: Path, out: Path, processes: int, seed: Path = SEED) -> Path:
+    """`single` (made by `make`) as `processes` processes profiled together."""
+    out.unlink(missing_ok=True)
+    con = sqlite3.connect(out)
+    con.execute("PRAGMA journal_mode = OFF")
+    con.execute("PRAGMA synchronous = OFF")
+    con.execute(f"ATTACH DATABASE '{single.resolve().as_uri()}?mode=ro' AS single")
+    con.execute(f"ATTACH DATABASE '{seed.resolve().as_uri()}?mode=ro' AS seed")
+    span, corr = con.execute(
+        "SELECT max(end) - min(start) + 1000000, max(correlationId) + 1 "
+        "FROM seed.CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+    names = [r[0] for r in con.execute("SELECT name FROM single.sqlite_master "
+                                       "WHERE type = 'table'")]
+    for table in names:
+        [(ddl,)] = con.execute("SELECT sql FROM single.sqlite_master WHERE name = ?", (table,))
+        con.execute(ddl)
+        columns = [r[1] for r in con.execute(f"PRAGMA single.table_info({table})")]
+        if table not in REPEATED:
+            con.execute(f"INSERT INTO main.{table} SELECT * FROM single.{table}")
+            con.commit()
+            continue
+        copy = f"(correlationId / {corr})"
+        moved = {"start": f"start - ({copy} - {copy} / {processes}) * {span}",
+                 "end": f"end - ({copy} - {copy} / {processes}) * {span}",
+                 "globalTid": f"globalTid + ({copy} % {processes}) * 16777216",
+                 "deviceId": f"deviceId + {copy} % {processes}"}
+        select = ", ".join(moved.get(c, f'"{c}"') for c in columns)
+        con.execute(f"INSERT INTO main.{table} SELECT {select} FROM single.{table} "
+                    f"ORDER BY {copy} % {processes}, rowid")
+        con.commit()
+    con.close()
+    return out
+
+
 def _repeat(con: sqlite3.Connection, table: str, first: int, span: int, corr: int) -> None:
     columns = [r[1] for r in con.execute(f"PRAGMA seed.table_info({table})")]
     shifted = {"start": f"start + k * {span}", "end": f"end + k * {span}",
@@ -105,8 +145,15 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / ".cache" / "nsys.sqlite")
     parser.add_argument("--metrics-hz", type=int, default=METRICS_HZ)
+    parser.add_argument("--processes", type=int, default=1)
     args = parser.parse_args()
-    path = make(args.out, args.mb, metrics_hz=args.metrics_hz)
+    if args.processes > 1:
+        single = args.out.with_name(args.out.stem + "-single.sqlite")
+        make(single, args.mb, metrics_hz=args.metrics_hz)
+        path = as_processes(single, args.out, args.processes)
+        single.unlink()
+    else:
+        path = make(args.out, args.mb, metrics_hz=args.metrics_hz)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB)")
 
 

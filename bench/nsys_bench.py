@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--metrics-hz", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2,
                         help="processes for one export (etl ingest of one run: --jobs, 2)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="the export as P processes profiled together (P runs of calls)")
     parser.add_argument("--skip-nsys", action="store_true")
     parser.add_argument("--skip-samples", action="store_true")
     args = parser.parse_args()
@@ -96,15 +98,19 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     if not args.skip_nsys:
         sys.path.insert(0, str(ROOT / "bench"))
-        from make_nsys_export import make
+        from make_nsys_export import as_processes, make
 
         hz = args.metrics_hz
         path = CACHE / (f"nsys_{args.mb}mb_metrics{hz}hz.sqlite" if hz else
                         f"nsys_{args.mb}mb.sqlite")
         if not path.exists():
             make(path, args.mb, metrics_hz=hz)
-        _row(f"nsys SQLite export, {args.workers} process(es)", path,
-             measure(NSYS, path, str(args.workers)))
+        if args.processes > 1:
+            single, path = path, path.with_name(f"{path.stem}_{args.processes}proc.sqlite")
+            if not path.exists():
+                as_processes(single, path, args.processes)
+        what = f"nsys SQLite export ({args.processes} profiled)"
+        _row(f"{what}, {args.workers} process(es)", path, measure(NSYS, path, str(args.workers)))
     if not args.skip_samples:
         path = write_day(CACHE / "nvidia_smi_day_8gpu.csv")
         _row("nvidia-smi, 1 day x 8 GPUs", path, measure(SAMPLES, path))
