@@ -24,18 +24,22 @@ from etl.extract.nsys.spill import NVTX_FILE, calls_in_order_files, ipc_batches
 if TYPE_CHECKING:
     import pyarrow as pa
 
+MIN_SHARE = 1024     # rows a stream reads at least at once
+
 
 def rows_in_start_order(spill: Path, step_rows: np.ndarray, step_link_end: np.ndarray,
                         chunk_rows: int) -> Iterator[pa.Table]:
     """The host rows in chunks, each sorted by (thread, start, link_end descending, event
     id) and every thread's rows in that order across chunks; the columns of passes.py's
     sorted query. Only for a spill whose call tables are each in start order."""
-    streams = [_Stream(_calls(path, chunk_rows)) for path in calls_in_order_files(spill)
-               if path.exists()]
+    runs = calls_in_order_files(spill)
     nvtx = _nvtx(spill / NVTX_FILE, step_rows, step_link_end)
+    # a chunk takes rows from every stream: each reads its share, so a chunk stays
+    # about chunk_rows rows (memory: linking a chunk costs ~20 arrays of its length)
+    share = max(chunk_rows // (len(runs) + (nvtx is not None)), MIN_SHARE)
+    streams = [_Stream(_calls(path, share)) for path in runs]
     if nvtx is not None:
-        streams.append(_Stream(nvtx.slice(k, chunk_rows)
-                               for k in range(0, nvtx.num_rows, chunk_rows)))
+        streams.append(_Stream(nvtx.slice(k, share) for k in range(0, nvtx.num_rows, share)))
     yield from _merged(streams)
 
 
@@ -48,7 +52,10 @@ class _Stream:
         self.done = False      # every table read (rows may still be in the buffer)
 
     def fill(self) -> None:
-        while not self.done and (self.buffer is None or not self.buffer.num_rows):
+        """Read ahead until the buffer holds two start values (or all is read): then its
+        rows before the last start can be merged."""
+        while not self.done and (self.buffer is None or not self.buffer.num_rows
+                                 or self.buffer["start"][0] == self.buffer["start"][-1]):
             self.extend()
 
     def extend(self) -> None:
@@ -78,7 +85,8 @@ class _Stream:
 
 def _merged(streams: list[_Stream]) -> Iterator[pa.Table]:
     """Chunks of the streams' rows: all that start before the least of the last starts
-    read ahead by the streams that are not done, then the rest."""
+    read ahead by the streams that are not done (each holds rows before its last start),
+    then the rest."""
     while True:
         for stream in streams:
             stream.fill()
@@ -89,19 +97,24 @@ def _merged(streams: list[_Stream]) -> Iterator[pa.Table]:
             yield _by_thread(pieces)
         elif bound is None:
             return
-        else:  # every buffered row starts at `bound` or later: read further
-            min(going, key=_Stream.last_start).extend()
+        else:  # the stream that set the bound holds rows before it (fill)
+            raise AssertionError("the merge of the host rows made no progress")
 
 
-def _calls(path: Path, chunk_rows: int) -> Iterator[pa.Table]:
-    """A call table's spill as written, about `chunk_rows` at a time (its batches are pass
-    1's), with the sorted query's columns (a call is linked by its own end)."""
+def _calls(path: Path, rows: int) -> Iterator[pa.Table]:
+    """A run of calls as written, `rows` at a time (the last fewer), with the sorted
+    query's columns (a call is linked by its own end)."""
     pending: list[pa.RecordBatch] = []
+    held = 0
     for batch in ipc_batches(path):
-        pending.append(batch)
-        if sum(b.num_rows for b in pending) >= chunk_rows:
-            yield _call_chunk(pending)
-            pending = []
+        while batch.num_rows:
+            piece = batch.slice(0, rows - held)
+            batch = batch.slice(piece.num_rows)
+            pending.append(piece)
+            held += piece.num_rows
+            if held == rows:
+                yield _call_chunk(pending)
+                pending, held = [], 0
     if pending:
         yield _call_chunk(pending)
 
@@ -153,15 +166,16 @@ def _with_link_columns(table: pa.Table, timed: pa.Array, link_end: pa.Array,
 
 def _by_thread(pieces: list[pa.Table]) -> pa.Table:
     """One chunk in (thread, start, link_end descending, event id) order. A piece of one
-    stream is in start order already, so a stable sort by thread does unless streams met
-    or two rows start at the same time (then the whole key is sorted)."""
+    stream is in start order already, so a stable sort by thread does unless a thread has
+    rows in two pieces or two rows start at the same time (then the whole key is
+    sorted)."""
     import pyarrow as pa
 
     table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
     if table.num_rows < 2:
         return table
     thread, start = _int64(table["thread"]), _int64(table["start"])
-    if len(pieces) > 1 or bool((start[1:] == start[:-1]).any()):
+    if _threads_meet(pieces) or bool((start[1:] == start[:-1]).any()):
         key = _int64(table["link_end"].fill_null(0))
         order = np.lexsort((_int64(table["event_id"]), -key, start, thread))
     elif bool((thread[1:] != thread[:-1]).any()):
@@ -169,6 +183,17 @@ def _by_thread(pieces: list[pa.Table]) -> pa.Table:
     else:
         return table
     return table.take(pa.array(order))
+
+
+def _threads_meet(pieces: list[pa.Table]) -> bool:
+    """Has a thread rows in more than one piece?"""
+    import pyarrow.compute as pc
+
+    if len(pieces) < 2:
+        return False
+    threads = [_int64(pc.unique(piece["thread"])) for piece in pieces]
+    every = np.concatenate(threads)
+    return len(np.unique(every)) < len(every)
 
 
 def _int64(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
