@@ -36,7 +36,7 @@ def rows_in_start_order(spill: Path, step_rows: np.ndarray, step_link_end: np.nd
     nvtx = _nvtx(spill / NVTX_FILE, step_rows, step_link_end)
     # a chunk takes rows from every stream: each reads its share, so a chunk stays
     # about chunk_rows rows (memory: linking a chunk costs ~20 arrays of its length)
-    share = max(chunk_rows // (len(runs) + (nvtx is not None)), MIN_SHARE)
+    share = max(chunk_rows // max(len(runs) + (nvtx is not None), 1), MIN_SHARE)
     streams = [_Stream(_calls(path, share)) for path in runs]
     if nvtx is not None:
         streams.append(_Stream(nvtx.slice(k, share) for k in range(0, nvtx.num_rows, share)))
