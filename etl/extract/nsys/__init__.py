@@ -3,8 +3,10 @@ ranges, GPUs, session start, GPU_METRICS) and `nsys stats` cuda_gpu_trace CSV â†
 tables (host_events, kernels, iterations, devices) and gpu_samples.
 
 columns.toml maps each table's columns (found by name: the schema changed between nsys
-2022.1 and 2025.5); sqlite_export.py reads an export, tables.py turns it into rows,
-stats_csv.py reads the stats CSV. This module stays light: run-folder scanning imports it.
+2022.1 and 2025.5; 2026.2 exports read too); sqlite_export.py (pages.py: the page decoder)
+reads an export, tables.py turns it into rows in three passes (spill.py, in_order.py and
+passes.py, launch_join.py, gpu_metrics.py), stats_csv.py reads the stats CSV. This module
+stays light: run-folder scanning imports it.
 """
 from __future__ import annotations
 
