@@ -8,10 +8,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from etl.extract.kineto import kernel_join
 from etl.extract.nsys import passes, spill
+from etl.extract.nsys.sqlite_export import Export
+from etl.extract.nsys.tables import step_patterns
 from etl.extract.removal import Removal
 from tests.nsys.test_nsys_stream import _ingest
 from tests.oracle import naive_nsys
@@ -190,3 +193,31 @@ def test_the_spill_is_removed_as_it_is_read(tmp_path: Path,
     assert "".join("r" if name == "read" else "p" for name in asked[5:]).replace(
         "rp", "") == ""    # each partition read, then removed
     assert sorted(p.name for p in tmp_path.iterdir()) == ["threads.sqlite"]
+
+
+def test_calls_moved_to_parquet_after_the_ranges_are_counted_are_a_whole_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In start order, but more NVTX ranges than pass 2 holds: the calls move to Parquet
+    once the ranges are counted, and the file is complete when pass 1 returns (not when
+    the spill object is collected: it is kept alive here)."""
+    monkeypatch.setattr(spill, "NVTX_IN_MEMORY", 3)
+    kept: list[spill.CallSpill] = []
+    real_init = spill.CallSpill.__init__
+
+    def init(self: spill.CallSpill, folder: Path) -> None:
+        kept.append(self)
+        real_init(self, folder)
+
+    monkeypatch.setattr(spill.CallSpill, "__init__", init)
+    path = _export(tmp_path / "threads.sqlite", _timeline(random.Random(5)), "in order",
+                   random.Random(5))
+    export = Export(path)
+    folder = tmp_path / "spill"
+    folder.mkdir()
+    found = spill.Spilled(parts=spill.partitioning(export, kernel_join.PART_ROWS))
+    spill._spill_host(export, spill.Names(export.strings()),
+                      spill.StepRanges(step_patterns(None)), folder, found)
+    export.close()
+    assert kept and not found.in_start_order
+    rows = pq.read_table(folder / spill.HOST_FILE).num_rows
+    assert rows == found.host_rows - found.nvtx_rows and not list(folder.glob("calls-*"))

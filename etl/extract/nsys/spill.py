@@ -254,14 +254,26 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
 
 def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
                 found: Spilled) -> None:
-    host = CallSpill(folder)
-    with host, PartitionWriter(folder / PARTS, found.parts, CALL_PART) as calls:
+    with CallSpill(folder) as host:   # its Parquet file is complete once the block ends
+        _spill_calls(export, names, folder, found, host)
+        _spill_nvtx(export, names, steps, folder, found)
+        if not found.in_start_order:
+            host.to_parquet()
+
+
+def _spill_calls(export: Export, names: Names, folder: Path, found: Spilled,
+                 host: CallSpill) -> None:
+    with PartitionWriter(folder / PARTS, found.parts, CALL_PART) as calls:
         for table, category in _CALLS:
             for batch in export.batches(table, "calls", _types("start", "end", "thread",
                                                                "correlation", "name")):
                 rows = _host_batch(batch, names.of_ids(batch["name"]), category, found)
                 host.write(rows, category, found.run_starts(rows["start"], category))
                 calls.write(_with_correlation(rows))
+
+
+def _spill_nvtx(export: Export, names: Names, steps: StepRanges, folder: Path,
+                found: Spilled) -> None:
     with SpillWriter(folder / NVTX_FILE) as nvtx:
         for batch in _nvtx_batches(export):
             codes = names.of_texts(_nvtx_names(batch, names))
@@ -270,8 +282,6 @@ def _spill_host(export: Export, names: Names, steps: StepRanges, folder: Path,
                        rows["start"].to_numpy(), rows["end"])
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
-    if not found.in_start_order:
-        host.to_parquet()
 
 
 def _with_correlation(rows: pa.Table) -> pa.Table:
