@@ -1,7 +1,7 @@
 """Only what pyproject.toml cannot say: the wheel's place for sql/ and schemas/.
 
 The repository keeps `sql/` and `schemas/` at its top level; the wheel carries them inside
-the package as `etl/sql/` and `etl/schemas/` (etl/resources.py finds either place). That
+the package as `etl/sql/` and `etl/schemas/` (etl/core/resources.py finds either place). That
 needs a package_dir mapping next to package discovery, and pyproject.toml's
 [tool.setuptools] takes a discovered list or a mapped list, not both.
 """

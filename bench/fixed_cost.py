@@ -5,7 +5,7 @@ how the tool feels. Runs, in fresh processes, `--repeat` times each (median prin
   - the interpreter alone, and importing the CLI;
   - one phase-timed ingest of a small real trace into a new warehouse, in-process: imports,
     the warehouse layout, extraction, publish (with its visibility margin), the views
-    database (built, or copied from the machine's template: etl/view_template.py);
+    database (built, or copied from the machine's template: etl/views/template.py);
   - the whole `etl ingest` command into a new warehouse, with an empty template cache
     (the first warehouse on a machine) and with the template in place;
   - HTA 0.5.0's TraceAnalysis load of the same trace (bench/.cache/hta-venv, as
@@ -34,15 +34,15 @@ PHASES = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from etl.ingest import Options, ingest_all
-from etl.runfolder import find_run_folders
-from etl.views import ensure_views
-from etl.warehouse import Warehouse
+from etl.load.ingest import Options, ingest_all
+from etl.load.runfolder import find_run_folders
+from etl.views.database import ensure_views
+from etl.warehouse.store import Warehouse
 t1 = time.perf_counter()
 warehouse = Warehouse.at(sys.argv[2])
 warehouse.init()
 t2 = time.perf_counter()
-from etl.ingest import prepare_folder, publish_all
+from etl.load.ingest import prepare_folder, publish_all
 [folder] = find_run_folders([Path(sys.argv[1])], False, None)
 prepared = prepare_folder(folder, warehouse, Options())
 t3 = time.perf_counter()

@@ -28,7 +28,7 @@ CACHE = ROOT / "bench" / ".cache"
 NSYS = """
 import json, resource, sys, tempfile, time
 from pathlib import Path
-from etl.extract.nsys.tables import ingest_sqlite
+from etl.extract.nsys.read import read as ingest_sqlite
 from etl.extract.trace_role import PipelineOptions, Sinks
 rows = [0]
 def count(table): rows[0] += table.num_rows
@@ -47,7 +47,7 @@ print(json.dumps({"wall": time.perf_counter() - wall,
 SAMPLES = """
 import json, resource, sys, time
 from pathlib import Path
-from etl.extract.monitor.logs import read_samples
+from etl.extract.monitor.read import read as read_samples
 wall, cpu = time.perf_counter(), time.process_time()
 part = read_samples([Path(sys.argv[1])], {"timezone": "Europe/Berlin"}, 0)
 print(json.dumps({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu,

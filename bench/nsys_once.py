@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from etl.extract.nsys.tables import ingest_sqlite
+    from etl.extract.nsys.read import read as ingest_sqlite
     from etl.extract.trace_role import PipelineOptions, Sinks
 
     def discard(*_: object) -> None:

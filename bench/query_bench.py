@@ -1,7 +1,7 @@
 """Query latency benchmark: one-run and full-scan queries over a large synthetic warehouse.
 
 Builds a warehouse of RUNS runs x KERNELS kernel rows by writing the publish folders
-directly (the layout of etl/warehouse.py, the schemas of schemas/*.toml, one row group per
+directly (the layout of etl/warehouse/store.py, the schemas of schemas/*.toml, one row group per
 1 Mi rows, zstd), with vectorised numpy/pyarrow generation: each run has ITERATIONS
 ProfilerStep iterations, its kernels launched and run within them (5% memcpy, 2% memset,
 overlapping durations), one launch call per kernel plus the steps in host_events, one
@@ -12,7 +12,7 @@ device. Then `etl views`, and times each query (median of --repeat):
   warm  the same query again on that connection
 
 through two paths: `shell` (a read-only DuckDB connection on warehouse.duckdb, as
-`duckdb -readonly warehouse.duckdb` has) and `etl query` (etl.query.run_query, which pins
+`duckdb -readonly warehouse.duckdb` has) and `etl query` (etl.views.query.run_query, which pins
 one snapshot per query). Prints a table; asserts nothing.
 
     python bench/query_bench.py                        # 1000 runs x 100 000 kernels
@@ -138,7 +138,7 @@ def kernel_types(name_index: np.ndarray) -> dict[str, pa.Array]:
     of KERNEL_NAMES are the copy and the set)."""
     import pyarrow as pa
 
-    from etl.kernel_types import COLUMNS, TYPES, classify
+    from etl.extract.kernel_types import COLUMNS, TYPES, classify
 
     kinds = ["kernel"] * (len(KERNEL_NAMES) - 2) + ["memcpy", "memset"]
     typed = [classify(k, n) for k, n in zip(kinds, KERNEL_NAMES)]
@@ -204,7 +204,7 @@ def devices_table() -> pa.Table:
 def runs_row(n: int, kernels: int, iterations: int) -> pa.Table:
     import pyarrow as pa
 
-    from etl.schema import table_schema
+    from etl.core.schema import table_schema
 
     row = {
         "run_id": run_id(n), "publish_id": publish_id(n), "publish_seq": n + 1,
@@ -228,8 +228,8 @@ def write_run(job: tuple[Path, int, int, int]) -> int:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from etl.schema import conform
-    from etl.warehouse import RUN_TABLES, ROW_GROUP_ROWS, empty_table
+    from etl.core.schema import conform
+    from etl.warehouse.store import RUN_TABLES, ROW_GROUP_ROWS, empty_table
 
     root, n, kernels, iterations = job
     rng = np.random.default_rng(n)
@@ -252,7 +252,7 @@ def write_run(job: tuple[Path, int, int, int]) -> int:
 
 def build(root: Path, runs: int, kernels: int, iterations: int, jobs: int) -> float:
     """Seconds to write the missing publish folders (an existing one is kept)."""
-    from etl.warehouse import Warehouse
+    from etl.warehouse.store import Warehouse
 
     Warehouse.at(root).init()
     todo = [(root, n, kernels, iterations) for n in range(runs)
@@ -290,7 +290,7 @@ if path == "shell":
     def once():
         return len(con.execute(sql).fetchall())
 else:
-    from etl.query import run_query
+    from etl.views.query import run_query
     def once():
         return len(run_query(root, sql)[1])
 times = []
@@ -348,9 +348,9 @@ def disk_bytes(root: Path) -> int:
 def compacted_copy(root: Path) -> Path:
     """A hard-linked copy of the warehouse, compacted, its superseded folders collected
     (what the grace period gives ten minutes later); built once, then reused."""
-    from etl import warehouse as warehouse_module
-    from etl.compact import compact
-    from etl.warehouse import Warehouse
+    from etl.warehouse import store as warehouse_module
+    from etl.warehouse.compact import compact
+    from etl.warehouse.store import Warehouse
 
     copy = root.with_name(root.name + "-compacted")
     if not (copy / "data").is_dir():

@@ -49,9 +49,9 @@ def make_folders(dest: Path, count: int) -> list[Path]:
 
 
 def bench_folders(spark: Any, dest: Path, count: int) -> list[tuple[str, float, float]]:
-    from etl.ingest import Options, ingest_all
+    from etl.load.ingest import Options, ingest_all
     from etl.spark.ingest import ingest_spark
-    from etl.warehouse import Warehouse
+    from etl.warehouse.store import Warehouse
 
     folders = make_folders(dest / "runs", count)
     local_wh, spark_wh = dest / "wh_local", dest / "wh_spark"
@@ -67,10 +67,10 @@ def bench_warehouse(spark: Any, dest: Path, runs: int, kernels: int
                     ) -> list[tuple[str, float, float]]:
     from query_bench import build, run_name
 
-    from etl.query import run_query
+    from etl.views.query import run_query
     from etl.spark import register_warehouse
-    from etl.views import ensure_views
-    from etl.warehouse import Warehouse
+    from etl.views.database import ensure_views
+    from etl.warehouse.store import Warehouse
 
     root = dest / f"wh_{runs}"
     build(root, runs, kernels, 8, 2)

@@ -4,7 +4,7 @@
 Both files hold the same synthetic training steps: per kernel, a TF op on the executor
 thread, the cuLaunchKernel call inside it (correlation id) and the kernel on the GPU stream
 (with its kernel details and op annotation); the XSpace is written by the tests' encoder
-(etl/demo_xplane.py), the Kineto trace as Chrome-trace JSON of the same events. An XSpace
+(etl/demo/xplane.py), the Kineto trace as Chrome-trace JSON of the same events. An XSpace
 names an event by a metadata id, so it is ~7x smaller than the JSON of the same events:
 compare events/s as well as MB/s.
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from etl.demo_xplane import Event, Ref  # noqa: E402
+from etl.demo.xplane import Event, Ref  # noqa: E402
 from ingest_bench import run_measured  # noqa: E402
 
 CACHE = ROOT / "bench" / ".cache" / "xplane"
@@ -59,7 +59,7 @@ def step_events(step: int, now: int, correlation: int
 def write_both(xplane: Path, kineto: Path, steps: int) -> None:
     """The XSpace and the Kineto JSON of the same steps, generated step by step (the
     encoded lines are kept as bytes, the events never all at once)."""
-    from etl.demo_xplane import _event, _PlaneIds, lfield, vfield
+    from etl.demo.xplane import _event, _PlaneIds, lfield, vfield
 
     host_ids, gpu_ids = _PlaneIds(), _PlaneIds()
     lines: list[list[bytes]] = [[], [], []]

@@ -2,7 +2,7 @@
 
 The report is long, so the picture stacks three parts of it: the page's top (header and
 runs), its first chart (Fig. 1) and the Fig. 5 section. Chromium is driven as the report's
-browser test drives it (tests/browser.py: Debian's chromium, offline, fresh profile).
+browser test drives it (tests/present/browser.py: Debian's chromium, offline, fresh profile).
 
     etl demo /tmp/d/runs && etl ingest /tmp/d/runs --warehouse /tmp/d/wh
     etl report --warehouse /tmp/d/wh -o /tmp/d/report.html
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.browser import open_page
+from tests.present.browser import open_page
 
 WIDTH = 1000
 SHEET = ('<!doctype html><meta charset="utf-8"><style>body{margin:0;background:#fff}'

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import warnings
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
-    from etl.ingest import RunResult
-    from etl.warehouse import Warehouse
+    from etl.load.ingest import RunResult
+    from etl.warehouse.compact import CompactResult
+    from etl.warehouse.store import Warehouse
 
 PathLike = str | os.PathLike[str]
 
@@ -40,13 +41,10 @@ def connect(warehouse: PathLike | None = None) -> duckdb.DuckDBPyConnection:
     """
     import duckdb
 
-    from etl.errors import WarehouseError
-    from etl.query import pin_snapshot
+    from etl.core.errors import WarehouseError
+    from etl.views.query import pin_snapshot
 
-    target = _warehouse(warehouse)
-    if not target.exists():
-        raise WarehouseError(f"{target.root}: no warehouse here; run etl.ingest(RUNS, "
-                             f"{str(target.root)!r}) first")
+    target = _warehouse(warehouse).existing()
     _refresh_views(target)
     try:
         con = duckdb.connect(str(target.database), read_only=True)
@@ -67,45 +65,81 @@ def connect(warehouse: PathLike | None = None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = None,
-           **options: Any) -> list[RunResult]:
-    """Ingest run folders, or folders of run folders, as `etl ingest` does.
+class Ingested(list["RunResult"]):
+    """What etl.ingest returns: one RunResult per run folder, in the order they finished,
+    and what happened to the warehouse around them (the command line prints both)."""
+
+    views_refreshed: bool = True          # False: warehouse.duckdb was open elsewhere
+    compaction: CompactResult | None = None  # set when the ingest compacted the warehouse
+
+
+def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = None, *,
+           prefix: bool = False, name: str | None = None, engine: str = "local",
+           master: str = "local[2]", on_start: Callable[[int], None] | None = None,
+           on_done: Callable[[RunResult], None] | None = None, **options: Any) -> Ingested:
+    """Ingest run folders, or folders of run folders: what `etl ingest` runs.
 
     Returns one RunResult per run folder: `status` is "ingested", "unchanged" or
     "refused" (then `error` is the one-line reason; the other runs still land). `options`
-    are fields of etl.ingest.Options: `salvage=True` keeps the complete events of a
-    truncated trace, `jobs=N` extracts N run folders at once (default as the command
-    line's), `debug=True` raises instead of refusing. What is returned is visible to the
-    next connect().
+    are fields of etl.load.ingest.Options: `salvage=True` keeps the complete events of a
+    truncated trace, `jobs=N` extracts N run folders at once (default min(2, CPUs)),
+    `debug=True` raises instead of refusing, `replace`, `strict`. `prefix` and `name` name
+    the runs as `etl ingest --prefix/--name` do; `engine="spark"` extracts each run folder
+    as a Spark task (`master`). `on_start(n)` hears how many run folders were found and
+    `on_done(result)` each run as it ends. What is returned is visible to the next
+    connect().
     """
-    from etl.compact import compact, needs_compaction
-    from etl.ingest import Options, ingest_all
-    from etl.runfolder import find_run_folders
+    from etl.load.ingest import Options, ingest_all
+    from etl.load.runfolder import find_run_folders
 
     target = _warehouse(warehouse)
     listed = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    folders = find_run_folders([Path(p) for p in listed])
-    options.setdefault("jobs", min(2, os.cpu_count() or 1))
-    results = ingest_all(folders, target, Options(**options))
-    _refresh_views(target)
+    folders = find_run_folders([Path(p) for p in listed], prefix, name)
+    if on_start is not None:
+        on_start(len(folders))
+    if options.get("jobs") is None:
+        options["jobs"] = default_jobs()
+    settings = Options(**options)
+    if engine == "spark":
+        from etl.spark import local_session
+        from etl.spark.ingest import ingest_spark
+
+        results = ingest_spark(local_session(master, "etl ingest"), folders, target,
+                               settings, on_done=on_done)
+    else:
+        results = ingest_all(folders, target, settings, on_done=on_done)
+    done = Ingested(results)
+    done.views_refreshed = _refresh_views(target)
+    done.compaction = _compact_if_needed(target)
+    return done
+
+
+def default_jobs() -> int:
+    """Run folders extracted at once unless told: two where there are two cores."""
+    return min(2, os.cpu_count() or 1)
+
+
+def _compact_if_needed(target: Warehouse) -> CompactResult | None:
+    from etl.warehouse.compact import compact, needs_compaction
+
     if target.exists() and needs_compaction(target):
-        compact(target)
-    return results
+        return compact(target)
+    return None
 
 
 def _warehouse(path: PathLike | None) -> Warehouse:
-    from etl.warehouse import Warehouse
+    from etl.warehouse.store import Warehouse
 
     return Warehouse.at(os.fspath(path) if path is not None
                         else os.environ.get("ETL_WAREHOUSE", "warehouse"))
 
 
-def _refresh_views(target: Warehouse) -> None:
-    """Recreate stale views; a warning when warehouse.duckdb is open elsewhere (the data
-    is visible anyway: the tables are read from their files)."""
+def _refresh_views(target: Warehouse) -> bool:
+    """Recreate stale views; False, with a warning, when warehouse.duckdb is open elsewhere
+    (the data is visible anyway: the tables are read from their files)."""
     import duckdb
 
-    from etl.views import ensure_views
+    from etl.views.database import ensure_views
 
     try:
         fresh = ensure_views(target)
@@ -113,4 +147,6 @@ def _refresh_views(target: Warehouse) -> None:
         fresh = False
     if not fresh:
         warnings.warn(f"{target.database} is open (a DuckDB shell, or a connection of "
-                      "etl.connect()); its views were not refreshed", stacklevel=3)
+                      "etl.connect()); its views were not refreshed (new runs are visible "
+                      "anyway; `etl views` writes them later)", stacklevel=3)
+    return fresh

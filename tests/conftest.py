@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+INPUTS = ROOT / "tests" / "data" / "inputs"  # inputs of our own, for variants the corpus lacks
 CORPUS = ROOT.parent / "shared" / "corpus"
 ETL = [sys.executable, "-m", "etl.cli"]
-# new warehouses copy their views database from a template (etl/view_template.py): the
+# new warehouses copy their views database from a template (etl/views/template.py): the
 # tests keep theirs in a folder of their own, never in the user's cache; subprocesses
 # inherit it
 os.environ.setdefault("ETL_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp"))
@@ -106,9 +107,9 @@ def query_json(warehouse: Path, sql: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="session")
 def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's runs ingested once per test process; tests only read it."""
-    from etl.demo import write_demo
-    from etl.ingest import ingest_all
-    from etl.warehouse import Warehouse
+    from etl.demo.runs import write_demo
+    from etl.load.ingest import ingest_all
+    from etl.warehouse.store import Warehouse
 
     root = tmp_path_factory.mktemp("demo")
     write_demo(root / "runs")

@@ -11,10 +11,10 @@ import duckdb
 import pytest
 
 import etl
-from etl import warehouse as warehouse_module
-from etl.errors import WarehouseError
-from etl.schema import TABLES
-from etl.views import discover
+from etl.warehouse import store as warehouse_module
+from etl.core.errors import WarehouseError
+from etl.core.schema import TABLES
+from etl.core.sql_files import discover
 from tests.conftest import ROOT, cli, kernel, launch, query_json, step, write_trace
 
 
@@ -102,11 +102,11 @@ def test_connect_refuses_a_missing_warehouse(tmp_path: Path) -> None:
 
 
 def test_import_is_cheap_and_ingest_stays_the_function() -> None:
-    """`import etl` loads no heavy library; importing the submodule etl/ingest.py (as the
+    """`import etl` loads no heavy library; importing the submodule etl/load/ingest.py (as the
     CLI does) leaves etl.ingest the API function."""
     code = ("import sys, etl; heavy = [m for m in ('duckdb', 'pyarrow', 'numpy', 'click') "
-            "if m in sys.modules]; from etl.ingest import Options; "
-            "print(heavy, etl.ingest.__module__)")
+            "if m in sys.modules]; from etl.load.ingest import Options; "
+            "print(heavy, etl.load.ingest.__module__)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
     assert done.stdout.split() == ["[]", "etl.api"]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from etl import resources, schema, views
+from etl.core import resources, schema
+from etl.core import sql_files
 from tests.conftest import ROOT
 
 
@@ -84,8 +85,8 @@ def test_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
 
-    where = run(str(bin_dir / "python"), "-c", "import etl, etl.views; "
-                "print(etl.__file__); print(etl.views.SQL_DIR)").splitlines()
+    where = run(str(bin_dir / "python"), "-c", "import etl, etl.core.sql_files; "
+                "print(etl.__file__); print(etl.core.sql_files.SQL_DIR)").splitlines()
     assert all(Path(p).is_relative_to(tmp_path / "venv") for p in where), where
     run(str(bin_dir / "etl"), "demo", "runs")
     ingested = run(str(bin_dir / "etl"), "ingest", "runs", "--warehouse", "wh")
@@ -111,9 +112,9 @@ def test_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
 
 def test_checkout_reads_its_own_folders() -> None:
     """A checkout or an editable install reads the top-level folders, not a stale copy."""
-    assert views.SQL_DIR == ROOT / "sql" / "views"
+    assert sql_files.SQL_DIR == ROOT / "sql" / "views"
     assert schema.SCHEMA_DIR == ROOT / "schemas"
-    assert {v.name for v in views.discover()} >= {"gpu_utilization_v1", "run_summary_v1"}
+    assert {v.name for v in sql_files.discover()} >= {"gpu_utilization_v1", "run_summary_v1"}
 
 
 def test_data_dir_prefers_the_packaged_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -1,6 +1,6 @@
 """layer_kind, pass and layer_status of GPU activities whose layer is simply the scope that
 encloses them (xplane_pb, nsys_sqlite, nsys_gpu_trace_csv); Kineto traces resolve theirs
-in etl/extract/kineto/passes.py (backward kernels take their forward op's layer).
+in etl/extract/kineto/layers.py (backward kernels take their forward op's layer).
 
     layer                      launch   layer_kind   pass (xplane rules)   layer_status
     model/dense                yes      name_scope   forward               enclosing_scope

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from collections.abc import Iterator
 
-from etl.errors import InputError
+from etl.core.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 HEAD_BYTES = 1 << 16

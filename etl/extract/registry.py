@@ -11,7 +11,7 @@ name in `FAMILIES` below; CONTRIBUTING.md walks through it.
 Roles, and what a reader of each role is called with (the `reader` is "module:function",
 imported only when a file of the format is read):
 - trace: one call per file, `reader(path, source_id, gpu_override, spill, sinks, options)`
-  streaming host events and GPU activities into the run's table writers (etl/ingest.py:
+  streaming host events and GPU activities into the run's table writers (etl/load/ingest.py:
   `Sinks`, `PipelineOptions`); returns a `TraceResult` (trace_role.py: rank, events read,
   devices, iterations, GPU names, truncated, remarks).
 - counters: one call per reader with every file of the run it reads,
@@ -20,7 +20,7 @@ imported only when a file of the format is read):
 - samples: time series from monitors; one call per reader with every file it reads,
   `reader(files, dims, first_source_id)` → a part with `tables` (rows by table name),
   `anomalies` and one `sources` entry per file (path, format, rows), the files numbered
-  from `first_source_id` in the rows they write (etl/ingest.py, `_extract_samples`).
+  from `first_source_id` in the rows they write (etl/load/ingest.py, `_extract_samples`).
 - A trace reader writes rows of tables other than host_events/kernels/anomalies (memory
   events, GPU metric samples) through `sinks.table(name, rows)`.
 
@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 Role = Literal["trace", "counters", "samples"]
-ROLES: tuple[Role, ...] = ("trace", "counters", "samples")
 # Families in the order their formats are tried (claims first, then sniffing).
 FAMILIES = ("kineto", "ncu", "monitor", "nsys", "xplane")
 

@@ -1,6 +1,6 @@
 """Step markers by name: which host events or ranges are iterations, and their number N.
 
-A format's own patterns (Kineto: fields.toml [steps]; nsys: columns.toml [steps]) find the
+A format's own patterns (Kineto: fields.toml [steps]; nsys: fields.toml [steps]) find the
 markers unless run.toml sets `step_pattern`, which then replaces them: the pattern alone.
 A name is a marker when a pattern matches at its start (Python's `re.match`; end it with
 `$` to match the whole name); the first pattern that matches gives N, its group 1.

@@ -128,7 +128,7 @@ def with_optional_columns(table: pa.Table, name: str) -> pa.Table:
     """`table` (rows of table `name`) with its missing OPTIONAL_COLUMNS as NULL."""
     import pyarrow as pa
 
-    from etl.schema import table_schema
+    from etl.core.schema import table_schema
 
     schema = table_schema(name).arrow()
     for column in OPTIONAL_COLUMNS.get(name, ()):

@@ -1,1 +1,5 @@
-"""Trace ↔ Nsight Compute kernel matching: names.py (name keys), align.py (the matcher)."""
+"""Trace ↔ Nsight Compute kernel matching.
+
+align.py is the matcher (on the name keys of etl/core/kernel_names.py), placement.py moves
+a match among identical iterations, stage.py runs both over one run's tables.
+"""

@@ -12,7 +12,8 @@ Rule
    several streams the GPU start order is not the launch order ncu sees — else ts_ns, then
    ts_ns, kernel_id); ncu kernels by ncu_id. Correlation ids are never used, so the kernels
    of one CUDA-graph launch are matched one by one.
-2. Keys (names.py). An ncu kernel's *token* is the strongest name key its style carries
+2. Keys (etl/core/kernel_names.py). An ncu kernel's *token* is the strongest name key its
+   style carries
    (full = name + template arguments, when some trace kernel has that full key; else base)
    plus grid and block; its *family* (digits of the base masked) admits algorithm variants.
    Trace kernels whose name no ncu kernel has (filtered by -k, not profiled) are set aside;
@@ -76,7 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from etl import kernel_names as names
+from etl.core import kernel_names as names
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -30,7 +30,6 @@ import numpy as np
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from etl.views import View
 
 IDENTITY = ["name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
 OUTCOME = ["ncu_id", "match_status", "reason", "score"]
@@ -145,39 +144,17 @@ def run_summary_selection(tables: dict[str, pa.Table]) -> dict[int, int | None]:
     view's own SQL over the run's staged tables: the rule is written once, in sql/views."""
     import duckdb
 
-    from etl.views import discover
+    from etl.core.sql_files import discover, needed_by
 
-    found = discover()
-    views = {v.name: v for v in found}
-    for v in sorted(found, key=lambda v: v.version):  # a stable name reads the newest
-        views[v.stable] = v
-    latest = views["run_summary"]
+    needed = needed_by("run_summary", discover())
     con = duckdb.connect()
     try:
         for name, table in tables.items():
             con.register(name, table)
-        for view in _with_dependencies(latest, views):
+        for view in needed:
             con.execute(f"CREATE VIEW {view.name} AS {view.select}")
-            if views.get(view.stable) is view:
-                con.execute(f"CREATE VIEW {view.stable} AS SELECT * FROM {view.name}")
-        rows = con.execute(f"SELECT source_id, selected_iteration FROM {latest.name} "
+        rows = con.execute(f"SELECT source_id, selected_iteration FROM {needed[-1].name} "
                            "ORDER BY source_id, kernel_count").fetchall()
     finally:
         con.close()
     return {source: iteration for source, iteration in rows}  # the busiest device last
-
-
-def _with_dependencies(view: View, views: dict[str, View]) -> list[View]:
-    """The view and the views it reads, dependencies first; a view read by its stable name
-    is created under that name too."""
-    ordered: list[View] = []
-
-    def visit(v: View) -> None:
-        for dep in sorted(v.depends_on):
-            if dep in views and views[dep] not in ordered:
-                visit(views[dep])
-        if v not in ordered:
-            ordered.append(v)
-
-    visit(view)
-    return ordered

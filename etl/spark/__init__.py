@@ -3,7 +3,7 @@
 - `register_warehouse(spark, path[, views])`: every table and view (or only the views that
   `views` read) as TEMP views of a SparkSession (etl/spark/session.py), for `etl query
   --engine spark` (which registers what its query names) and for users' own Spark jobs;
-- `view_select(view, dialect)`: a view in Spark SQL, Trino or DuckDB (etl/spark/dialects.py);
+- `view_select(view, dialect)`: a view in Spark SQL, Trino or DuckDB (etl/views/dialects.py);
 - `ingest_spark(...)`: run folders extracted as Spark tasks, published by the driver
   (etl/spark/ingest.py).
 
@@ -33,7 +33,7 @@ def register_warehouse(spark: SparkSession, warehouse: Any,
 def local_session(master: str = "local[2]", app_name: str = "etl") -> SparkSession:
     """A SparkSession for the command line: `master` as spark-submit's --master; small
     shuffles (the warehouse's views aggregate per run), no UI."""
-    from etl.errors import EtlError
+    from etl.core.errors import EtlError
 
     try:
         from pyspark.sql import SparkSession

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from etl.ingest import Options, Prepared, RunResult
-    from etl.runfolder import RunTarget
-    from etl.warehouse import Warehouse
+    from etl.load.ingest import Options, Prepared, RunResult
+    from etl.load.runfolder import RunTarget
+    from etl.warehouse.store import Warehouse
 
 
 def ingest_spark(spark: SparkSession, folders: Sequence[Path | RunTarget],
@@ -36,9 +36,9 @@ def ingest_spark(spark: SparkSession, folders: Sequence[Path | RunTarget],
     """
     from dataclasses import replace
 
-    from etl.errors import name_text
-    from etl.ingest import publish_all
-    from etl.runfolder import RunTarget
+    from etl.core.errors import name_text
+    from etl.load.ingest import publish_all
+    from etl.load.runfolder import RunTarget
 
     warehouse.init()
     targets = [f if isinstance(f, RunTarget) else RunTarget(f, name_text(f.name))
@@ -56,8 +56,8 @@ def ingest_spark(spark: SparkSession, folders: Sequence[Path | RunTarget],
 def _task(target: RunTarget, root: Path, options: Options, kill_once: Path | None
           ) -> Prepared:
     """One run folder on an executor: the local extractor, into <root>/staging/."""
-    from etl.ingest import prepare_folder
-    from etl.warehouse import Warehouse
+    from etl.load.ingest import prepare_folder
+    from etl.warehouse.store import Warehouse
 
     prepared = prepare_folder(target, Warehouse(root), options)
     if kill_once is not None:

@@ -4,10 +4,10 @@
     register_warehouse(spark, "/shared/warehouse")
     spark.sql("SELECT run_name, gpu_util FROM run_summary").show()
 
-The snapshot is `etl query`'s (etl/query.py): the driver lists the publishes once, keeps
+The snapshot is `etl query`'s (etl/views/query.py): the driver lists the publishes once, keeps
 each run name's highest publish visible now (not removed), and registers each table as a
 TEMP view over exactly those publishes' files; a segment's rows are kept by publish id.
-The views are the DuckDB definitions transpiled to Spark SQL (etl/spark/dialects.py),
+The views are the DuckDB definitions transpiled to Spark SQL (etl/views/dialects.py),
 created as TEMP views in dependency order. Runs published afterwards are seen by calling
 it again. The files must be readable by every executor at the same path (shared storage).
 """
@@ -17,15 +17,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from etl.errors import WarehouseError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from etl.views import View
-    from etl.warehouse import Warehouse
+    from etl.core.sql_files import View
+    from etl.warehouse.store import Warehouse
 
 # Settings the views need: timestamps read and shown as UTC, as DuckDB's TIMESTAMPTZ; the
 # publishes' files are named one by one, and listing them on the driver costs less than a
@@ -41,14 +40,11 @@ def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str],
     `views`: only these views (stable or versioned names; others are ignored) and the
     views they read are registered (Spark analyses each view as it is created: all of
     them take minutes on one machine)."""
-    from etl.spark.dialects import view_statements
-    from etl.views import checked_views
-    from etl.warehouse import Warehouse
+    from etl.views.dialects import view_statements
+    from etl.views.catalog import checked_views
+    from etl.warehouse.store import Warehouse
 
-    target = Warehouse.at(os.fspath(warehouse))
-    if not target.exists():
-        raise WarehouseError(f"{target.root}: no warehouse here; run `etl ingest RUNS "
-                             f"--warehouse {warehouse}` first")
+    target = Warehouse.at(os.fspath(warehouse)).existing()
     for key, value in SESSION_CONF.items():
         spark.conf.set(key, value)
     names = register_tables(spark, target) + register_catalogs(spark)
@@ -64,7 +60,7 @@ def register_warehouse(spark: SparkSession, warehouse: str | os.PathLike[str],
 def views_read_by(views: list[View], names: Iterable[str]) -> set[str]:
     """The names among `names` that are views (stable or versioned), with every view they
     read, directly or not (a stable name reads its pinned version)."""
-    from etl.views import stable_names
+    from etl.core.sql_files import stable_names
 
     by_name = {v.name: v for v in views}
     pinned = stable_names(views)
@@ -96,8 +92,8 @@ def tables_named_in(sql: str) -> list[str] | None:
 
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
     """Each table as a TEMP view over the current publishes' files (see pin_snapshot)."""
-    from etl.compact import SEGMENT_PREFIX
-    from etl.schema import TABLES
+    from etl.warehouse.compact import SEGMENT_PREFIX
+    from etl.core.schema import TABLES
 
     chosen = snapshot(warehouse)
     folders = sorted({folder for _, folder in chosen})
@@ -110,10 +106,10 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
 
 
 def register_catalogs(spark: SparkSession) -> list[str]:
-    """The catalog relations (etl/gpu_peaks.py) as TEMP views, in Spark SQL."""
+    """The catalog relations (etl/core/gpu_peaks.py) as TEMP views, in Spark SQL."""
     import sqlglot
 
-    from etl.gpu_peaks import relation_selects
+    from etl.core.gpu_peaks import relation_selects
 
     for name, select in relation_selects().items():
         spark_select = sqlglot.transpile(select, read="duckdb", write="spark")[0]
@@ -125,7 +121,7 @@ def snapshot(warehouse: Warehouse) -> list[tuple[str, Path]]:
     """(publish id, folder) of each run's current publish, by DuckDB's own rule."""
     import duckdb
 
-    from etl.query import current_publishes
+    from etl.views.query import current_publishes
 
     with duckdb.connect() as con:
         return current_publishes(con, warehouse)
@@ -138,8 +134,8 @@ def table_frame(spark: SparkSession, warehouse: Warehouse, table: str, folders: 
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from etl.schema import table_schema
-    from etl.warehouse import SCHEMA_DIR
+    from etl.core.schema import table_schema
+    from etl.warehouse.store import SCHEMA_DIR
 
     schema_file = warehouse.data / SCHEMA_DIR / f"{table}.parquet"
     schema = from_arrow_schema(table_schema(table).arrow())  # no Spark job to read a footer
@@ -162,8 +158,8 @@ def _uri(path: Path) -> str:
 
 def rows(spark: SparkSession, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The columns and rows of `sql`, one reading statement (`etl query --engine spark`)."""
-    from etl.errors import EtlError
-    from etl.query import QueryError
+    from etl.core.errors import EtlError
+    from etl.views.query import QueryError
 
     _refuse_writes(sql)
     try:
@@ -182,7 +178,7 @@ def _refuse_writes(sql: str) -> None:
     import sqlglot
     from sqlglot import exp
 
-    from etl.errors import EtlError
+    from etl.core.errors import EtlError
 
     try:
         statements = [s for s in sqlglot.parse(sql, read="spark") if s is not None]

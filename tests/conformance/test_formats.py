@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from etl.errors import EtlError
+from etl.core.errors import EtlError
 from etl.extract.registry import NotThisFormat, by_name, formats
-from etl.ingest import Options, _hash_inputs, ingest_all, prepare_folder
-from etl.runfolder import run_id_for, scan
-from etl.warehouse import Warehouse
+from etl.load.ingest import Options, _hash_inputs, ingest_all, prepare_folder
+from etl.load.runfolder import run_id_for, scan
+from etl.warehouse.store import Warehouse
 from tests.conftest import corpus_path
 
 HERE = Path(__file__).resolve().parent
@@ -84,7 +84,7 @@ def test_sample_ingests_with_schema_types(tmp_path: Path, fmt: str, where: str,
 def _assert_filled_with_schema_types(warehouse: Warehouse, tables: tuple[str, ...]) -> None:
     import pyarrow.parquet as pq
 
-    from etl.schema import table_schema
+    from etl.core.schema import table_schema
 
     [folder] = [p for p in warehouse.data.iterdir() if not p.name.startswith("_")]
     rows = 0

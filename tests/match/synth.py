@@ -16,7 +16,7 @@ What differs from the trace, as between two real runs:
     grid of the same step position in another iteration (another run sees other data);
   * device 0, other stream numbers, durations ×1.1 (locked clocks) ×U(0.7, 1.3).
 
-The derivations of ncu name styles below are written independently of etl/kernel_names.py
+The derivations of ncu name styles below are written independently of etl/core/kernel_names.py
 (bracket deletion, not backward scanning) so that the tests do not check code by itself.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.extract.kineto.reader import read_trace
-from etl.extract.kineto.tables import build
+from etl.extract.kineto.decode import read_trace
+from etl.extract.kineto.rows import build
 
 MATCH_COLUMNS = ("kernel_id", "source_id", "device_id", "stream_id", "name", "ts_ns", "dur_ns",
                  "correlation_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",

@@ -6,10 +6,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from etl.demo import NCU_STEP, write_demo
-from etl.ingest import ingest_all
+from etl.demo.runs import NCU_STEP, write_demo
+from etl.load.ingest import ingest_all
 from etl.match.placement import place
-from etl.warehouse import Warehouse
+from etl.warehouse.store import Warehouse
 from tests.conftest import query_json
 
 

@@ -2,7 +2,7 @@
 that has it (a throwaway venv: the project does not depend on HTA).
 
     python -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install HolisticTraceAnalysis
-    HTA_PYTHON=/tmp/hta-venv/bin/python pytest tests/test_hta_agreement.py
+    HTA_PYTHON=/tmp/hta-venv/bin/python pytest tests/views/test_hta_agreement.py
 
 `figures(python, trace_dir)` runs SCRIPT there and returns, per rank: HTA's temporal
 breakdown (µs), comm/comp overlap (%), idle time breakdown per stream and category (µs,

@@ -1,4 +1,4 @@
-"""The obvious O(n) stack sweep over host events: the reference for etl/link.py.
+"""The obvious O(n) stack sweep over host events: the reference for etl/extract/link.py.
 
 Events sorted by (thread, start, longer first, row); a stack per thread holds the open
 spans [start, end). Written for clarity, not speed.

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from etl.spark.dialects import DIALECTS, override_path, view_select
-from etl.views import ViewError, discover, load_view
+from etl.views.dialects import DIALECTS, override_path, view_select
+from etl.core.sql_files import ViewError, discover, load_view
 
 
 @pytest.mark.parametrize("dialect", ["duckdb", "spark"])
@@ -54,7 +54,7 @@ def test_an_unknown_dialect_is_refused() -> None:
 def test_a_query_registers_the_views_it_reads_and_no_other() -> None:
     """`etl query --engine spark` creates only these in Spark (each costs an analysis)."""
     from etl.spark.session import tables_named_in, views_read_by
-    from etl.views import checked_views
+    from etl.views.catalog import checked_views
 
     views = checked_views()
     named = tables_named_in("WITH w AS (SELECT * FROM runs) "

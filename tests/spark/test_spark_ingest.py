@@ -16,7 +16,7 @@ PER_PUBLISH = {"runs": "publish_id, publish_seq, ingested_at, run_path"}
 
 @pytest.fixture(scope="module")
 def run_folders(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    from tests.test_corpus import RUNS as CORPUS_RUNS
+    from tests.load.test_corpus import RUNS as CORPUS_RUNS
 
     root = tmp_path_factory.mktemp("spark_ingest_runs")
     names = [n for n in CORPUS_RUNS if n in ("alexnet", "h100_bert", "ns_resolution_trace")]
@@ -29,7 +29,7 @@ def run_folders(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def _tables(warehouse: Path) -> dict[str, list[tuple[Any, ...]]]:
     import etl
-    from etl.schema import TABLES
+    from etl.core.schema import TABLES
 
     con = etl.connect(warehouse)
     return {t: con.execute(f"SELECT * EXCLUDE ({PER_PUBLISH.get(t, 'publish_id')}) "
@@ -37,17 +37,17 @@ def _tables(warehouse: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def _ingest(spark: Any, folders: list[Path], warehouse: Path, **kw: Any) -> list[Any]:
-    from etl.ingest import Options
+    from etl.load.ingest import Options
     from etl.spark.ingest import ingest_spark
-    from etl.warehouse import Warehouse
+    from etl.warehouse.store import Warehouse
 
     return ingest_spark(spark, folders, Warehouse.at(warehouse), Options(), **kw)
 
 
 def test_spark_ingest_gives_the_tables_of_the_local_ingest(
         spark: Any, run_folders: list[Path], tmp_path: Path) -> None:
-    from etl.ingest import Options, ingest_all
-    from etl.warehouse import Warehouse
+    from etl.load.ingest import Options, ingest_all
+    from etl.warehouse.store import Warehouse
 
     local = ingest_all(run_folders, Warehouse.at(tmp_path / "local"), Options(jobs=1))
     distributed = _ingest(spark, run_folders, tmp_path / "spark")

@@ -20,14 +20,14 @@ RUNS = ("levels", "with_trace", "ncu_a100_details_cmdline-metrics_gardenia_gemm"
 
 def _view_names() -> list[str]:
     """Every versioned view (a stable name is a projection of one of them)."""
-    from etl.views import discover
+    from etl.core.sql_files import discover
 
     return [v.name for v in discover()]
 
 
 @pytest.fixture(scope="module")
 def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.test_views_values import write_corpus_runs
+    from tests.views.test_values import write_corpus_runs
 
     root = tmp_path_factory.mktemp("spark_views")
     write_corpus_runs(root / "runs")
@@ -45,9 +45,9 @@ def registered(spark: Any, corpus_wh: Path) -> list[str]:
 
 
 def test_every_table_and_view_is_registered(registered: list[str]) -> None:
-    from etl.gpu_peaks import RELATION_DOCS
-    from etl.schema import TABLES
-    from etl.views import discover, stable_names
+    from etl.core.gpu_peaks import RELATION_DOCS
+    from etl.core.schema import TABLES
+    from etl.core.sql_files import discover, stable_names
 
     assert set(registered) == (set(TABLES) | set(_view_names()) | set(stable_names(discover()))
                                | set(RELATION_DOCS))  # and the catalog relations

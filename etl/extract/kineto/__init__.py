@@ -1,7 +1,7 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON: host events, GPU activities, steps.
 
-reader.py decodes the file in slices; slice_spill.py, tables.py, kernel_join.py and
-pipeline.py turn the events into the run's tables in bounded memory; fields.toml maps the
+decode.py decodes the file in slices; slice_spill.py, rows.py, kernel_join.py and
+read.py turn the events into the run's tables in bounded memory; fields.toml maps the
 trace's keys to columns. This module stays light: run-folder scanning imports it to sniff.
 """
 from __future__ import annotations
@@ -29,6 +29,6 @@ FORMATS = (
                       "of events with ph; names ending .json / .json.gz claim it",
         fills=("host_events", "kernels", "iterations", "devices", "memory_events",
                "anomalies"),
-        sniff=looks_like_trace, reader="etl.extract.kineto.pipeline:ingest_trace",
+        sniff=looks_like_trace, reader="etl.extract.kineto.read:read",
         claims=CLAIMED_SUFFIXES),
 )

@@ -31,9 +31,9 @@ _NO_RAW = msgspec.Raw(b"")
 @cache
 def arg_kinds() -> dict[str, str]:
     """Column → kind of the non-integer arguments (columns not named are integers)."""
-    from etl.extract.kineto.reader import field_map
+    from etl.extract.fields import field_map
 
-    kinds: dict[str, str] = field_map().get("arg_types", {})
+    kinds: dict[str, str] = field_map("kineto").get("arg_types", {})
     unknown = set(kinds.values()) - set(_CONVERTERS)
     if unknown:
         raise ValueError(f"fields.toml [arg_types]: unknown kinds {sorted(unknown)}")

@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.extract.kineto.reader import field_map
+from etl.extract.fields import field_map
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class RecordOrder:
     def of_events(cls, events: pa.Table) -> RecordOrder:
         """From events in file order, classified here by category (category, ph, ts_ns and
         dur_ns columns)."""
-        categories = field_map()["categories"]
+        categories = field_map("kineto")["categories"]
         launch = [c for c, spec in categories.items() if spec.get("launch")]
         gpu = [c for c, spec in categories.items() if spec["table"] == "gpu"]
         return cls.of(*(events.filter(pc.fill_null(pc.is_in(

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto.reader import Anomaly
+from etl.extract.kineto.decode import Anomaly
 
 PART_ROWS = 1 << 17     # GPU rows + launch rows joined at once (~25 MB of Arrow)
 EMIT_ROWS = 1 << 16     # joined rows handed on at once (each is cast and copied again)

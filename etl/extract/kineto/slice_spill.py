@@ -1,9 +1,9 @@
 """One slice of a trace → classified Arrow rows spilled to Parquet, plus a small summary.
 
-This is the per-slice half of the streaming pipeline (trace_pipeline.py); it runs in the
+This is the per-slice half of the streaming pipeline (read.py); it runs in the
 ingesting process or in a worker process, so it takes and returns only picklable values.
 Host rows get the flags the linker needs (computed in bulk here, not per event later);
-GPU rows get their kind; B/E events are set aside unpaired (trace_pipeline pairs them
+GPU rows get their kind; B/E events are set aside unpaired (read.py pairs them
 once every slice is spilled). Everything that must be known about the whole source before
 linking (steps, the span of complete events, device ids, anomalies) is returned, not written.
 """
@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto.reader import (MEMORY_COLUMNS, Anomaly, SliceText, decode_slice,
+from etl.extract.kineto.decode import (MEMORY_COLUMNS, Anomaly, SliceText, decode_slice,
                                        field_map)
-from etl.extract.kineto import passes
+from etl.extract.kineto import layers
 from etl.extract.rawio import read_slice
-from etl.extract.kineto.tables import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, StepMarkers,
+from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, StepMarkers,
                                       _classify, _flag_times, complete_span,
                                       gpu_work_activities, split_begin_end)
 
@@ -92,12 +92,12 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
 
 
 def _spill_memory(base: pa.Table, folder: Path, index: int) -> pa.Table:
-    """The allocator args of [memory] events to mem-<index>.parquet (pipeline.py writes them
+    """The allocator args of [memory] events to mem-<index>.parquet (read.py writes them
     to memory_events); the rows go on without those columns."""
     columns = [c for c in MEMORY_COLUMNS if c in base.column_names]
     if not columns:
         return base
-    mask = pc.fill_null(pc.equal(base["name"], field_map()["memory"]["name"]), False)
+    mask = pc.fill_null(pc.equal(base["name"], field_map("kineto")["memory"]["name"]), False)
     if pc.any(mask).as_py():
         _write(base.filter(mask).select(["event_id", "ts_ns", *columns]),
                folder / f"mem-{index:06d}.parquet")
@@ -125,17 +125,17 @@ def _write(table: pa.Table, path: Path) -> None:
 
 
 def _with_link_flags(host: pa.Table, not_scopes: pa.Array) -> pa.Table:
-    """Add is_op, is_layer, is_launch, linkable, scope_kind and is_mark (see etl/link.py and
-    passes.py for the rules); `not_scopes`: the step markers' rows (StepMarkers.of)."""
+    """Add is_op, is_layer, is_launch, linkable, scope_kind and is_mark (see etl/extract/link.py and
+    layers.py for the rules); `not_scopes`: the step markers' rows (StepMarkers.of)."""
     cats = host["category"]
     is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])), pc.invert(not_scopes))
-    kinds = passes.scope_kinds(host, not_scopes)
-    launch_cats = [c for c, e in field_map()["categories"].items() if e.get("launch")]
+    kinds = layers.scope_kinds(host, not_scopes)
+    launch_cats = [c for c, e in field_map("kineto")["categories"].items() if e.get("launch")]
     linkable = pc.and_(pc.and_(pc.equal(host["ph"], "X"), pc.is_valid(host["ts_ns"])),
                        pc.greater_equal(host["dur_ns"], 0))
     flags = {"is_op": is_op, "is_layer": pc.is_valid(kinds),
              "is_launch": pc.is_in(cats, pa.array(launch_cats)), "linkable": linkable,
-             "is_mark": passes.is_mark(kinds)}
+             "is_mark": layers.is_mark(kinds)}
     for column, values in flags.items():
         host = host.append_column(column, pc.fill_null(values, False))
     return host.append_column("scope_kind", kinds)
@@ -145,7 +145,7 @@ def _steps(host: pa.Table, numbers: pa.Array) -> list[Step]:
     """(event_id, N, start, end) of the step markers (N in `numbers`, StepMarkers.of) with
     ts and dur, in order."""
     mask = pc.and_(pc.and_(pc.is_in(host["category"],
-                                    pa.array(field_map()["steps"]["categories"])),
+                                    pa.array(field_map("kineto")["steps"]["categories"])),
                            pc.is_valid(numbers)),
                    pc.and_(pc.equal(host["ph"], "X"), pc.and_(
                        pc.is_valid(host["ts_ns"]), pc.is_valid(host["dur_ns"]))))

@@ -1,8 +1,8 @@
 """GPU monitors: nvidia-smi --query-gpu CSV logs, nvidia-smi dmon, dcgmi dmon and the DCGM
 exporter's Prometheus text → gpu_samples (one value per row, canonical metric and unit).
 
-fields.toml maps each instrument's fields to canonical metrics and units; frame.py turns
-parsed columns into rows (units, N/A, clocks, order checks); logs.py parses the four
+fields.toml maps each instrument's fields to canonical metrics and units; rows.py turns
+parsed columns into rows (units, N/A, clocks, order checks); decode.py parses the four
 layouts. This module stays light: run-folder scanning imports it to sniff.
 
 Recognition is by content only (a monitor log is a .csv or .log like many others):
@@ -23,7 +23,7 @@ import re
 
 from etl.extract.registry import Format
 
-READER = "etl.extract.monitor.logs:read_samples"
+READER = "etl.extract.monitor.read:read"
 _SMI_FIELD = rb"(?:timestamp|index|name|uuid|pci\.bus_id|utilization\.gpu|utilization\.memory" \
              rb"|memory\.used|memory\.total|memory\.free|power\.draw|temperature\.gpu" \
              rb"|clocks\.(?:sm|mem|gr|current\.\w+)|fan\.speed|pstate)"

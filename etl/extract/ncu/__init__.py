@@ -1,9 +1,9 @@
 """Nsight Compute exports: per-kernel counters → ncu_kernels, ncu_metrics, ncu_levels,
 ncu_rules.
 
-common.py holds the shared model (units, kernel identity, merging one-metric-per-file
-exports), csv_export.py and rep_export.py the readers, levels.py the metric catalog
-(metrics.toml) and the paper's levels, tables.py the transform to the run's tables. This
+export.py holds the shared model (units, kernel identity, merging one-metric-per-file
+exports), decode_csv.py and decode_rep.py the readers, levels.py the metric catalog
+(metrics.toml) and the paper's levels, read.py the transform to the run's tables. This
 module stays light: run-folder scanning imports it to sniff.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ _TEXT_SECTION = re.compile(rb"(?m)^ {4}Section: \S")
 _TEXT_RULE = re.compile(rb"(?m)^ {4}-{3,} -{3,}")
 # ncu's own notices that mean no export follows: an error, or nothing profiled
 _NO_EXPORT = re.compile(rb"(?m)^==ERROR== |^==WARNING== No kernels were profiled")
-READER = "etl.extract.ncu.tables:extract_ncu"
+READER = "etl.extract.ncu.read:read"
 FILLS = ("ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
          "anomalies")
 

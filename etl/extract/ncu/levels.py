@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from etl.extract.ncu.common import UNITS_FILE, catalog, is_known_unit
+from etl.extract.ncu.export import UNITS_FILE, catalog, is_known_unit
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -2,9 +2,9 @@
 ranges, GPUs, session start, GPU_METRICS) and `nsys stats` cuda_gpu_trace CSV → the trace
 tables (host_events, kernels, iterations, devices) and gpu_samples.
 
-columns.toml maps each table's columns (found by name: the schema changed between nsys
-2022.1 and 2025.5; 2026.2 exports read too); sqlite_export.py (pages.py: the page decoder)
-reads an export, tables.py turns it into rows in three passes (spill.py, in_order.py and
+fields.toml maps each table's columns (found by name: the schema changed between nsys
+2022.1 and 2025.5; 2026.2 exports read too); decode.py (pages.py: the page decoder)
+reads an export, read.py turns it into rows in three passes (spill.py, in_order.py and
 passes.py, launch_join.py, gpu_metrics.py), stats_csv.py reads the stats CSV. This module
 stays light: run-folder scanning imports it.
 """
@@ -66,19 +66,19 @@ FORMATS = (
                       "CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS) in the schema (in the first 64 KiB, "
                       "else read with sqlite3)",
         fills=FILLS, sniff=looks_like_nsys_sqlite, sniff_file=has_nsys_schema,
-        reader="etl.extract.nsys.tables:ingest_sqlite"),
+        reader="etl.extract.nsys.read:read"),
     Format(
         name="nsys_gpu_trace_csv", family="nsys", role="trace",
         reads="nsys stats --report cuda_gpu_trace --format csv (kernels, copies, sets; "
               "no launches or iterations)",
         recognised_by="the header Start (ns),Duration (ns),CorrId,...",
         fills=("kernels", "iterations", "devices", "anomalies"),
-        sniff=looks_like_gpu_trace_csv, reader="etl.extract.nsys.stats_csv:ingest_gpu_trace"),
+        sniff=looks_like_gpu_trace_csv, reader="etl.extract.nsys.stats_csv:read"),
     Format(
         name="nsys_rep", family="nsys", role="trace",
         reads="Nsight Systems binary report (refused: export it to SQLite first)",
         recognised_by="the name suffix .nsys-rep (or .qdrep)",
         fills=(), sniff=looks_like_nsys_rep, claims=(".nsys-rep", ".qdrep"),
-        reader="etl.extract.nsys.tables:refuse_rep",
+        reader="etl.extract.nsys.read:refuse_rep",
         refused=EXPORT_COMMAND),
 )

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from etl.extract.nsys.sqlite_export import Export, column_map
+from etl.extract.nsys.decode import Export
+from etl.extract.fields import field_map
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,7 +39,7 @@ def describe(type_id: int | None, metric_id: int | None, label: str | None) -> M
     base, _, unit_text = (label or f"metric {metric_id}").partition(" [")
     percent = "%" in unit_text
     return Metric(type_id & 0xFF if type_id is not None else None,
-                  column_map()["gpu_metric_map"].get(base, base), 100.0 if percent else 1.0,
+                  field_map("nsys")["gpu_metric_map"].get(base, base), 100.0 if percent else 1.0,
                   "ratio" if percent else None, unit_text.rstrip("]") or None)
 
 

@@ -1,7 +1,7 @@
 """Passes 2 and 3b of the nsys reader, over pass 1's spill files, in bounded memory.
 
 2. Host rows in (thread, start, longer first, event id) order, linked chunk by chunk with
-   the stack carried (etl/link.py: parents, and the innermost NVTX range that is not a
+   the stack carried (etl/extract/link.py: parents, and the innermost NVTX range that is not a
    step as the layer) and written as they come; the launch calls that have a layer are
    kept with its name code in the join's partitions (parts/<k>/layer.arrow, by
    correlation id as pass 1's GPU rows). The order: each call table as written merged
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from etl import link
+from etl.extract import link
 from etl.extract.kineto.kernel_join import (EMIT_ROWS, first_of_each_id, read_ipc,
                                              with_launch_columns)
 from etl.extract.nsys.in_order import rows_in_start_order

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, join_launches
-from etl.extract.nsys.sqlite_export import Export, column_map
+from etl.extract.nsys.decode import Export
+from etl.extract.fields import field_map
 from etl.extract.step_names import StepNames
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "gr
 
 def gpu_texts() -> list[str]:
     """The names nsys leaves to the reader: copies by kind, sets."""
-    kinds = [*column_map()["copy_kinds"].values(), "Unknown"]
+    kinds = [*field_map("nsys")["copy_kinds"].values(), "Unknown"]
     return [*(f"[CUDA memcpy {kind}]" for kind in kinds), "[CUDA memset]"]
 
 
@@ -344,10 +345,10 @@ def _types(*keys: str) -> dict[str, Any]:
 
 
 def _nvtx_batches(export: Export) -> Any:
-    """NVTX_EVENTS rows that are ranges (columns.toml [nvtx_ranges])."""
+    """NVTX_EVENTS rows that are ranges (fields.toml [nvtx_ranges])."""
     import pyarrow as pa
 
-    ranges = column_map()["nvtx_ranges"]["types"]
+    ranges = field_map("nsys")["nvtx_ranges"]["types"]
     types = {**_types("start", "end", "event_type", "text_id", "thread"), "text": pa.string()}
     for batch in export.batches("NVTX_EVENTS", "nvtx", types):
         keep = pa.array(np.isin(batch["event_type"].fill_null(-1).to_numpy(), ranges))
@@ -418,7 +419,7 @@ def _activity_names(cols: dict[str, pa.Array], kind: str, names: Names) -> pa.Ar
         return names.of_ids(cols["name"])
     if kind == "memset":
         return names.codes_of("[CUDA memset]", len(cols["name"]))
-    copy_kinds = column_map()["copy_kinds"]
+    copy_kinds = field_map("nsys")["copy_kinds"]
     ids = pa.array([int(k) for k in copy_kinds], pa.int64())
     codes = pa.array([names.codes_of(f"[CUDA memcpy {v}]", 1)[0].as_py()
                       for v in copy_kinds.values()], pa.int64())

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from etl.errors import InputError
-from etl.extract.nsys.tables import _anomaly_table
+from etl.core.errors import InputError
+from etl.extract.nsys.read import _anomaly_table
 from etl.extract.trace_role import SourceInfo, TraceResult
 
 _DEVICE = re.compile(r"^(?P<name>.*?)\s*\((?P<index>\d+)\)\s*$")
@@ -26,7 +26,7 @@ INT_COLUMNS = {"CorrId": "correlation_id", "GrdX": "grid_x", "GrdY": "grid_y",
 MB = 1 << 20  # nsys stats prints MiB as "MB"
 
 
-def ingest_gpu_trace(path: Path, source_id: int, gpu_override: str | None, spill: Path,
+def read(path: Path, source_id: int, gpu_override: str | None, spill: Path,
                      sinks: Any, options: Any) -> TraceResult:
     import pyarrow as pa
 

@@ -2,7 +2,7 @@
 activities, steps, devices and allocator events, read without TensorFlow.
 
 wire.py reads the protobuf wire format, decode.py the XSpace messages (their field numbers
-are listed there, from xplane.proto), tables.py and pipeline.py turn planes into the run's
+are listed there, from xplane.proto), rows.py and read.py turn planes into the run's
 tables; fields.toml names the planes, lines and stats. This module stays light: run-folder
 scanning imports it to sniff.
 """
@@ -26,6 +26,6 @@ FORMATS = (
                       "/host: or /device:",
         fills=("host_events", "kernels", "iterations", "devices", "memory_events",
                "anomalies"),
-        sniff=looks_like_xspace, reader="etl.extract.xplane.pipeline:ingest_xplane",
+        sniff=looks_like_xspace, reader="etl.extract.xplane.read:read",
         claims=(".xplane.pb",), layout=("plugins/profile/*/*.xplane.pb",)),
 )

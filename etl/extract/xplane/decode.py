@@ -22,24 +22,15 @@ it runs once per event; wire.py's generic `fields` reads the small messages.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
-from typing import Any
 
+from etl.extract.fields import field_map
 from etl.extract.xplane.wire import LEN, VARINT, WireError, double, fields, signed, varint
 
 Value = int | float | str
 Stats = dict[str, Value]
-
-
-@cache
-def field_map() -> dict[str, Any]:
-    with open(Path(__file__).with_name("fields.toml"), "rb") as fh:
-        return tomllib.load(fh)
 
 
 @dataclass
@@ -105,7 +96,7 @@ def _plane(buf: bytes, start: int, end: int) -> Plane:
             stat_ranges.append((a, b))
         elif number <= 6:
             raise WireError(a, f"XPlane field {number} has the wrong wire type {wire}")
-    roles = field_map()["stats"]
+    roles = field_map("xplane")["stats"]
     plane.roles = {k: roles[n] for k, n in plane.stat_names.items() if n in roles}
     not_stored: Counter[str] = Counter()
     for a, b in stat_ranges:
@@ -324,7 +315,7 @@ def _event_stat(buf: bytes, pos: int, end: int, roles: dict[int, str], names: di
 
 def plane_kind(name: str) -> tuple[str, int | None]:
     """('host', None), ('gpu', device id) or ('other', None) from a plane's name."""
-    planes = field_map()["planes"]
+    planes = field_map("xplane")["planes"]
     if re.match(planes["host"], name):
         return "host", None
     found = re.match(planes["gpu"], name)

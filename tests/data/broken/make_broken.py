@@ -4,7 +4,7 @@
 
 Every file is a few hundred bytes; anything big or machine-specific (a gzip bomb, symlink
 loops, dangling symlinks) is made at test time instead (see EXPECTED.toml `symlinks` and
-tests/test_hostile.py). tests/test_broken.py checks that this script reproduces the
+tests/load/test_hostile.py). tests/load/test_broken.py checks that this script reproduces the
 committed files byte for byte, so edit the recipe here, then re-run it.
 
 Event ids in EXPECTED.toml are indexes into traceEvents. The standard events:

@@ -1,0 +1,1 @@
+"""SYNTHETIC demo runs for `etl demo`, one module per format."""

@@ -1,0 +1,1 @@
+"""What people read: the HTML report, run comparisons, traces exported for Perfetto."""

@@ -1,0 +1,229 @@
+"""`etl compare RUN_A RUN_B`: two runs side by side, with the noise told apart from change.
+
+Samples are iterations: every iteration of every rank and device from the one run_summary
+selects (the first stable one) on, so the warm-up steps do not count. For each quantity the
+mean of each run, their difference B - A and ratio B / A, a 95% confidence interval of the
+difference and Welch's t-test (scipy.stats.ttest_ind, unequal variances) are given; the
+verdict is `changed` when p < 0.05, `within noise` otherwise, and `one sample` when a run
+has fewer than two iterations (no test is possible), `no data` when one has none (no
+ncu export for the levels). The four levels come from
+run_utilization (one value per device).
+
+A side may name several runs: repeats of one configuration. `A` and `B` are each a run
+name, run names joined by commas (`r1,r2,r3`), or `repeat:<group>`, every run whose
+run.toml `tags` holds that exact tag. When a side has more than one run, the samples are
+runs on both sides: each run's value is the mean of its steady iterations (of its devices
+for the levels), and the mean, interval and Welch test are over those per-run values, since
+iterations of one run are not independent repeats of the experiment. The `samples` column
+says which (`iterations` or `runs`).
+
+    pooling (A = repeat:base: runs a1, a2; metric window_ns):
+      a1 steady iterations: 100, 102, 98 us  -> a1: 100 us
+      a2 steady iterations: 110, 110 us      -> a2: 110 us
+      → A: samples [100, 110] us, n_a = 2, mean_a = 105 us
+
+    before/after of the grouping (--by op):
+      kernels of run A, iteration 2: aten::conv2d 3 ms, aten::relu 1 ms
+      kernels of run A, iteration 3: aten::conv2d 3.2 ms          (relu absent: 0 ms)
+      → aten::conv2d: samples [3, 3.2] ms; aten::relu: samples [1, 0] ms
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from etl.core.errors import EtlError
+
+if TYPE_CHECKING:
+    import duckdb
+
+ALPHA = 0.05
+GROUPINGS = {"op": "coalesce(k.op_name, '(no op)')", "layer": "coalesce(k.layer, '(no layer)')",
+             "kernel": "k.name", "kernel_type": "k.kernel_type"}
+COLUMNS = ["part", "metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "diff", "ratio",
+           "diff_ci_low", "diff_ci_high", "p_value", "verdict", "samples"]
+REPEAT_PREFIX = "repeat:"
+SUMMARY_METRICS = (("window_ns", "ns"), ("busy_ns", "ns"), ("gpu_util", "0..1"),
+                   ("throughput_samples_per_s", "samples/s"))
+LEVELS = ("gpu_util", "smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util")
+# the steady iterations of each rank and device: run_summary's selected one and those after
+STEADY = """
+    SELECT g.run_name, g.source_id, g.device_id, g.iteration, g.window_ns, g.busy_ns,
+           g.gpu_util, CASE WHEN g.window_ns > 0 THEN r.batch_size * 1e9 / g.window_ns END
+    FROM gpu_utilization AS g
+    JOIN run_summary AS s
+      ON s.run_id = g.run_id AND s.source_id = g.source_id AND s.device_id = g.device_id
+    JOIN runs AS r ON r.run_id = g.run_id
+    WHERE g.run_name = ? AND (s.selected_iteration IS NULL OR g.iteration >= s.selected_iteration)
+"""
+
+
+@dataclass(frozen=True)
+class Difference:
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str
+
+
+def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
+    """Means, B - A, B / A, Welch's 95% interval of B - A and its p-value."""
+    from scipy import stats
+
+    mean_a, mean_b = _mean(a), _mean(b)
+    diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
+    ratio = mean_b / mean_a if mean_a and mean_b is not None else None
+    if not a or not b:
+        return Difference(mean_a, mean_b, diff, ratio, None, None, None, "no data")
+    if len(a) < 2 or len(b) < 2:
+        return Difference(mean_a, mean_b, diff, ratio, None, None, None, "one sample")
+    if _constant(a) and _constant(b):  # no spread at all: the difference is exact
+        verdict = "within noise" if diff == 0 else "changed"
+        return Difference(mean_a, mean_b, diff, ratio, diff, diff, None, verdict)
+    result = stats.ttest_ind(b, a, equal_var=False)
+    interval = result.confidence_interval(1 - ALPHA)
+    p = float(result.pvalue)
+    return Difference(mean_a, mean_b, diff, ratio, float(interval.low), float(interval.high),
+                      p, "changed" if p < ALPHA else "within noise")
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    """The mean, the same whatever the order of the values (a query returns rows in any
+    order; a plain sum differs in its last bits, and a run against itself would differ)."""
+    return math.fsum(values) / len(values) if values else None
+
+
+def _constant(values: Sequence[float]) -> bool:
+    return all(math.isclose(v, values[0], rel_tol=0, abs_tol=0) for v in values)
+
+
+def _row(part: str, metric: str, unit: str, a: Sequence[float], b: Sequence[float],
+         samples: str) -> dict[str, Any]:
+    d = difference(a, b)
+    return dict(zip(COLUMNS, [part, metric, unit, len(a), len(b), d.mean_a, d.mean_b, d.diff,
+                              d.ratio, d.ci_low, d.ci_high, d.p_value, d.verdict, samples]))
+
+
+Samples = dict[str, list[float]]  # metric or group -> the samples of one run
+
+
+def _pooled(per_run: Sequence[Samples], by_run: bool) -> Samples:
+    """One side's samples: a run's own, or with `by_run` one value per run (the mean of
+    that run's samples; a run without any gives none)."""
+    out: Samples = {}
+    for run in per_run:
+        for key, values in run.items():
+            pooled = [math.fsum(values) / len(values)] if by_run and values else values
+            out.setdefault(key, []).extend(pooled)
+    return out
+
+
+def _run_summary(con: duckdb.DuckDBPyConnection, run: str) -> Samples:
+    """Window, busy, gpu_util and throughput per steady iteration; levels per device."""
+    steady = con.execute(STEADY, [run]).fetchall()
+    out = {metric: [float(r[column]) for r in steady if r[column] is not None]
+           for column, (metric, _) in enumerate(SUMMARY_METRICS, 4)}
+    for level in LEVELS[1:]:
+        out[level] = [v for (v,) in con.execute(
+            f"SELECT {level} FROM run_utilization WHERE run_name = ? AND {level} IS NOT NULL",
+            [run]).fetchall()]
+    return out
+
+
+def summary(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Sequence[str]
+            ) -> list[dict[str, Any]]:
+    """Window, busy, gpu_util and throughput per iteration; the levels of run_utilization."""
+    by_run = len(runs_a) > 1 or len(runs_b) > 1
+    a, b = (_pooled([_run_summary(con, r) for r in runs], by_run) for runs in (runs_a, runs_b))
+    units = dict(SUMMARY_METRICS) | {level: "0..1" for level in LEVELS[1:]}
+    return [_row("summary", metric, unit, a[metric], b[metric], _unit(by_run))
+            for metric, unit in units.items()]
+
+
+def _unit(by_run: bool) -> str:
+    return "runs" if by_run else "iterations"
+
+
+def changes(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Sequence[str],
+            by: str, top: int) -> list[dict[str, Any]]:
+    """The `top` groups by |change| of mean GPU time per steady iteration (absent = 0 ns)."""
+    if by == "kernel_type" and not _has_column(con, "kernels", "kernel_type"):
+        raise EtlError("--by kernel_type: this warehouse's kernels have no kernel_type column "
+                       "yet; use --by op, layer or kernel")
+    by_run = len(runs_a) > 1 or len(runs_b) > 1
+    per_run = {r: _group_samples(con, r, GROUPINGS[by]) for r in {*runs_a, *runs_b}}
+    groups = sorted({g for _, found in per_run.values() for g in found})
+    a, b = (_pooled([{g: _padded(per_run[r], g) for g in groups} for r in runs], by_run)
+            for runs in (runs_a, runs_b))
+    rows = [_row(by, g, "ns per iteration", a.get(g, []), b.get(g, []), _unit(by_run))
+            for g in groups]
+    rows.sort(key=lambda r: (-abs(r["diff"] or 0), r["metric"]))
+    return rows[:top]
+
+
+def _group_samples(con: duckdb.DuckDBPyConnection, run: str, key: str
+                   ) -> tuple[list[tuple[int, int | None]], dict[str, dict[tuple[int, Any],
+                                                                          float]]]:
+    """The steady (source, iteration) samples of a run and each group's ns in each."""
+    found = con.execute(
+        f"WITH steady AS (SELECT DISTINCT run_name, source_id, iteration FROM ({STEADY})) "
+        f"SELECT {key} AS grp, k.source_id, k.iteration, sum(k.dur_ns) AS ns "
+        "FROM kernels AS k JOIN runs AS r ON r.run_id = k.run_id "
+        "JOIN steady AS s ON s.run_name = r.run_name AND s.source_id = k.source_id "
+        "AND s.iteration IS NOT DISTINCT FROM k.iteration "
+        "WHERE k.kind = 'kernel' AND k.dur_ns >= 0 GROUP BY ALL", [run]).fetchall()
+    keys = sorted({(s, i) for _, s, i, _ in found}, key=lambda k: (k[0], k[1] is None, k[1]))
+    groups: dict[str, dict[tuple[int, Any], float]] = {}
+    for grp, source, iteration, ns in found:
+        groups.setdefault(str(grp), {})[(source, iteration)] = float(ns)
+    return keys, groups
+
+
+def _padded(run: tuple[list[tuple[int, Any]], dict[str, dict[tuple[int, Any], float]]],
+            group: str) -> list[float]:
+    keys, groups = run
+    times = groups.get(group, {})
+    return [times.get(k, 0.0) for k in keys]
+
+
+def resolve_side(con: duckdb.DuckDBPyConnection, side: str) -> list[str]:
+    """The runs a side names: `run`, `r1,r2,...` or `repeat:<group>` (a run.toml tag)."""
+    if side.startswith(REPEAT_PREFIX):
+        runs = [n for (n,) in con.execute("SELECT run_name FROM runs WHERE list_contains("
+                                          "tags, ?) ORDER BY run_name", [side]).fetchall()]
+        if not runs:
+            raise EtlError(f"no run is tagged {side!r}; add tags = [\"{side}\"] to the "
+                           "run.toml of each repeat and ingest again, or name the runs "
+                           "joined by commas")
+        return runs
+    names = [n.strip() for n in side.split(",") if n.strip()]
+    known = {n for (n,) in con.execute("SELECT run_name FROM runs").fetchall()}
+    missing = [n for n in names if n not in known]
+    if missing or not names:
+        raise EtlError(f"no run named {', '.join(missing) or repr(side)} in the warehouse; "
+                       "`etl runs` lists them")
+    return names
+
+
+def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    return column in [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
+
+
+def compare(warehouse: Any, side_a: str, side_b: str, by: str = "op", top: int = 20
+            ) -> list[dict[str, Any]]:
+    """Summary rows then the top changed groups, every row with the columns COLUMNS.
+    Each side is a run, runs joined by commas, or `repeat:<group>` (resolve_side)."""
+    from etl.api import connect
+
+    con = connect(warehouse)
+    try:
+        runs_a, runs_b = resolve_side(con, side_a), resolve_side(con, side_b)
+        return summary(con, runs_a, runs_b) + changes(con, runs_a, runs_b, by, top)
+    finally:
+        con.close()

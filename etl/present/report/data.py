@@ -1,0 +1,193 @@
+"""What the report reads: one query per table of the report, on one snapshot.
+
+Every function takes a connection of `etl.connect()` and the selected run names, and
+returns rows as dicts in a fixed order, so that the same warehouse gives the same report.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from etl.core.errors import EtlError
+
+if TYPE_CHECKING:
+    import duckdb
+
+Row = dict[str, Any]
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    cursor = con.execute(sql, list(params))
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, r)) for r in cursor.fetchall()]
+
+
+def select_runs(con: duckdb.DuckDBPyConnection, names: Sequence[str], where: str | None
+                ) -> list[str]:
+    """Run names chosen by name or by a SQL predicate over `runs` (all runs by default)."""
+    import duckdb
+
+    if names and where:
+        raise EtlError("give run names or --where, not both")
+    try:
+        if where:
+            found = rows(con, f"SELECT run_name FROM runs WHERE {where} ORDER BY run_name")
+        else:
+            found = rows(con, "SELECT run_name FROM runs ORDER BY run_name")
+    except duckdb.Error as exc:
+        raise EtlError(f"--where {where!r}: {str(exc).splitlines()[0]}") from None
+    chosen = [r["run_name"] for r in found]
+    missing = sorted(set(names) - set(chosen))
+    if missing:
+        raise EtlError(f"no run named {', '.join(missing)} in the warehouse; `etl runs` "
+                       "lists them")
+    return sorted(names) if names else chosen
+
+
+def has_relation(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = rows(con, "SELECT 1 FROM duckdb_views() WHERE view_name = ? UNION ALL "
+                 "SELECT 1 FROM duckdb_tables() WHERE table_name = ?", [name, name])
+    return bool(found)
+
+
+def _in(runs: Sequence[str]) -> str:
+    return "(" + ", ".join("?" for _ in runs) + ")" if runs else "(NULL)"
+
+
+def runs_table(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    return rows(con, "SELECT run_name, model, framework, exec_mode, precision, batch_size, gpu, "
+                "len(sources) AS sources, kernel_count, anomaly_count, "
+                "regexp_matches(coalesce(run_toml, ''), '(?m)^synthetic\\s*=\\s*true') "
+                f"AS synthetic FROM runs WHERE run_name IN {_in(runs)} ORDER BY run_name", runs)
+
+
+def run_levels(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    return rows(con, "SELECT run_name, rank, device_id, iteration, gpu_util, smsp_active_util, "
+                "issue_slot_util, tc_active_util, tc_issue_util, matched_time_share FROM "
+                f"run_utilization WHERE run_name IN {_in(runs)} AND ncu_reason IS NULL "
+                "ORDER BY run_name, rank, device_id", runs)
+
+
+def issue_slot_values(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    return rows(con, "SELECT run_name, issue_slot_util FROM kernel_utilization WHERE "
+                f"issue_slot_util IS NOT NULL AND run_name IN {_in(runs)} "
+                "ORDER BY run_name, issue_slot_util", runs)
+
+
+def issue_slot_summary(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    return rows(con, "SELECT run_name, kernel_count, mean_util, p50_util, p90_util, max_util, "
+                f"above_60pct_share FROM issue_slot_distribution WHERE run_name IN {_in(runs)}"
+                " ORDER BY run_name", runs)
+
+
+LAYER_LEVELS = ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util")
+
+
+def layer_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    # pinned to v2: Fig. 7's columns are v2's; a newer version is taken up on purpose
+    means = ", ".join(f"time_weighted_mean_{x}" for x in LAYER_LEVELS)
+    return rows(con, "SELECT coalesce(layer, '(no layer)') || ' / ' || coalesce(op_name, "
+                f"'(no op)') AS layer_op, kernel_count, gpu_time_ns, {means} FROM "
+                "layer_utilization_v2 WHERE run_name = ? ORDER BY gpu_time_ns DESC, layer_op "
+                "LIMIT ?", [run, limit])
+
+
+def tc_cdf(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    return rows(con, "SELECT run_name, tc_issue_util, kernel_count, gpu_time_ns, "
+                f"cumulative_time_share FROM tc_time_cdf WHERE run_name IN {_in(runs)} "
+                "ORDER BY run_name, tc_issue_util", runs)
+
+
+def iterations(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    return rows(con, "SELECT source_id, rank, device_id, iteration, window_ns, busy_ns, "
+                "window_ns - busy_ns AS idle_ns, gpu_util FROM gpu_utilization WHERE "
+                "run_name = ? ORDER BY source_id, device_id, iteration", [run])
+
+
+def kinds(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    return rows(con, "SELECT k.kind, count(*) AS activity_count, sum(k.dur_ns) AS total_ns "
+                "FROM kernels AS k JOIN runs AS r ON r.run_id = k.run_id WHERE r.run_name = ? "
+                "AND k.dur_ns >= 0 GROUP BY k.kind ORDER BY total_ns DESC, k.kind", [run])
+
+
+def top_kernels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    return rows(con, "SELECT kernel_name, kernel_count, total_ns, mean_ns, busy_share FROM "
+                "kernel_summary WHERE run_name = ? ORDER BY total_ns DESC, kernel_name LIMIT ?",
+                [run, limit])
+
+
+def top_ops(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    return rows(con, "SELECT coalesce(op_name, '(no op)') AS op_name, coalesce(layer, "
+                "'(no layer)') AS layer, kernel_count, gpu_time_ns, gpu_time_share FROM op_time "
+                "WHERE run_name = ? ORDER BY gpu_time_ns DESC, op_name, layer LIMIT ?",
+                [run, limit])
+
+
+def match_coverage(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    return rows(con, "SELECT q.source_id, q.device_id, q.ncu_source_id, q.ncu_kernels, "
+                "q.matched, q.ambiguous, q.trace_unmatched_in_range, q.ncu_unmatched, "
+                "q.matched_count_share, q.matched_time_share FROM match_quality AS q JOIN "
+                "runs AS r ON r.run_id = q.run_id WHERE r.run_name = ? ORDER BY q.source_id, "
+                "q.device_id, q.ncu_source_id", [run])
+
+
+def anomalies(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    return rows(con, "SELECT a.kind, count(*) AS anomaly_count, min(a.detail) AS example FROM "
+                "anomalies AS a JOIN runs AS r ON r.run_id = a.run_id WHERE r.run_name = ? "
+                "GROUP BY a.kind ORDER BY anomaly_count DESC, a.kind", [run])
+
+
+AMDAHL = "tc_amdahl_v2"  # pinned: v2 falls back on the name-based estimate without ncu
+
+
+def amdahl(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    return rows(con, "SELECT run_name, rank, device_id, iteration, basis, non_tc_time_share, "
+                "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio, "
+                f"basis_note FROM {AMDAHL} WHERE run_name IN {_in(runs)} ORDER BY run_name, "
+                "rank, device_id", runs)
+
+
+def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    """batch_scaling rows of the configurations that these runs belong to."""
+    return rows(con, "SELECT b.model, b.framework, b.exec_mode, b.precision, b.gpu, "
+                "b.batch_size, b.throughput_samples_per_s, b.gpu_util, b.peak_memory_share, "
+                "b.throughput_gain_ratio FROM batch_scaling AS b WHERE EXISTS (SELECT 1 FROM "
+                f"runs AS r WHERE r.run_name IN {_in(runs)} AND r.model = b.model AND "
+                "r.framework = b.framework AND r.exec_mode = b.exec_mode AND "
+                "r.precision = b.precision AND r.batch_size = b.batch_size) "
+                "ORDER BY b.model, b.framework, b.exec_mode, b.precision, b.batch_size",
+                list(runs))
+
+
+def memory(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    return rows(con, "SELECT source_id, rank, device_id, iteration, peak_allocated_bytes, "
+                "peak_reserved_bytes, peak_memory_share, memory_status FROM "
+                "gpu_utilization_v3 WHERE run_name = ? ORDER BY source_id, device_id, "
+                "window_start_ns", [run])
+
+
+# instrument_comparison_v1's value columns in the order of the paper's levels, with labels
+INSTRUMENTS = {
+    "trace_gpu_util": "trace busy", "smi_gpu_util": "nvidia-smi util",
+    "dcgm_gr_engine_active_util": "DCGM GRACT", "dcgm_sm_active_util": "DCGM SMACT",
+    "dcgm_sm_occupancy_util": "DCGM SMOCC", "nsys_sm_active_util": "nsys SM active",
+    "ncu_smsp_active_util": "ncu SMSP active", "nsys_sm_issue_util": "nsys SM issue",
+    "ncu_issue_slot_util": "ncu issue slot", "dcgm_tensor_active_util": "DCGM TENSO",
+    "nsys_tensor_active_util": "nsys tensor active", "ncu_tc_active_util": "ncu tensor active"}
+
+
+def _reason_column(column: str) -> str:
+    if column.startswith("ncu_"):
+        return "ncu_reason"
+    if column == "trace_gpu_util":
+        return "CAST(NULL AS VARCHAR)"
+    return column.removesuffix("_util") + "_reason"
+
+
+def instruments(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    """instrument_comparison_v1's windows of the run: each value and, as `<column>_why`,
+    the view's reason when it is NULL."""
+    values = ", ".join(f"{c}, {_reason_column(c)} AS {c}_why" for c in INSTRUMENTS)
+    return rows(con, f"SELECT source_id, device_id, iteration, window_ns, {values} FROM "
+                "instrument_comparison_v1 WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
+                "device_id, window_start_ns", [run])

@@ -1,0 +1,1 @@
+"""Views: the SQL of sql/views/ created in DuckDB, documented, fingerprinted, queried."""

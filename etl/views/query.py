@@ -1,0 +1,197 @@
+"""Read-only SQL on a warehouse, every query on one snapshot of the publishes.
+
+The stored views (warehouse.duckdb) already give each query one snapshot: the publishes
+visible at its start (etl/warehouse/store.py, "Snapshots"). `etl query` lists the folders once,
+chooses each run's current publish, and pins every table of its connection to the files of
+those publishes (TEMP views that shadow the stored ones): binding then reads one footer per
+table instead of every file's, and the snapshot holds for a prepared statement too. It
+holds a reader lease meanwhile, so none of the pinned folders is deleted before it ends.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from etl.core.errors import EtlError, WarehouseError
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from etl.warehouse.store import Warehouse
+
+LIST_ATTEMPTS = 5
+# DuckDB's messages when a pinned file's columns differ from the schema file's (a publish
+# written under an older schemas/*.toml): the query is run again with union_by_name.
+SCHEMA_MISMATCH = ("schema mismatch", "Error while reading file", "Failed to read file")
+
+
+def run_query(warehouse_dir: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    import duckdb
+
+    from etl.warehouse.store import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir).existing()
+    if not sql.strip():
+        raise EtlError('no SQL given; for example: etl query "SELECT run_name FROM runs"')
+    con = _connect_to_current_views(warehouse)
+    try:
+        _refuse_writes(con, sql)
+        with warehouse.reader_lease():
+            return _execute(con, warehouse, sql)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc)) from None
+    finally:
+        con.close()
+
+
+class QueryError(EtlError):
+    """DuckDB refused the SQL: its first line is the error line; the rest (candidate
+    columns, "Did you mean", the caret under the position) is `detail`, printed whole."""
+
+    def __init__(self, message: str) -> None:
+        first, _, rest = message.strip().partition("\n")
+        super().__init__(f"query failed: {first}")
+        self.detail = rest.strip("\n")
+
+
+# Statement kinds that only read. COPY ... TO and EXPORT DATABASE write files even on a
+# read-only connection; `etl query -o FILE` is the way to write a result.
+READING = ("SELECT", "EXPLAIN", "CALL", "PRAGMA", "SET", "RELATION")
+
+
+def _refuse_writes(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    for statement in con.extract_statements(sql):
+        kind = str(statement.type).rpartition(".")[2]
+        if kind not in READING:
+            raise EtlError(f"{kind} statements are not run by etl query, which only reads; "
+                           "to write a result to a file: etl query \"SELECT ...\" "
+                           "--format parquet -o FILE")
+
+
+def export_query(warehouse_dir: Path, sql: str, path: Path, fmt: str) -> int:
+    """Write the result of `sql` to `path` (parquet, csv or json) on one snapshot; the
+    number of rows written."""
+    import duckdb
+
+    from etl.warehouse.store import Warehouse
+
+    warehouse = Warehouse.at(warehouse_dir)
+    con = _connect_to_current_views(warehouse)
+    options = {"parquet": "FORMAT parquet, COMPRESSION zstd", "csv": "FORMAT csv, HEADER",
+               "json": "FORMAT json, ARRAY true"}[fmt]
+    try:
+        _refuse_writes(con, sql)
+        with warehouse.reader_lease():
+            pin_snapshot(con, warehouse, union_by_name=True)
+            target = str(path).replace("'", "''")
+            rows = con.execute(f"COPY ({sql.strip().rstrip(';')}) TO '{target}' ({options})")
+            return int(rows.fetchone()[0])  # type: ignore[index]
+    except duckdb.Error as exc:
+        raise QueryError(str(exc)) from None
+    finally:
+        con.close()
+
+
+def _connect_to_current_views(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """A read-only connection on views as `ensure_views` writes them: written again first
+    when their inputs changed or a shell dropped or replaced one (checked on the reader's
+    own connection, so an unchanged warehouse is opened once)."""
+    from etl.views.database import ensure_views, views_current
+
+    con = _connect(warehouse) if warehouse.database.exists() else None
+    if con is not None and views_current(con, warehouse):
+        return con
+    if con is not None:
+        con.close()  # the views are written by a connection of their own
+    ensure_views(warehouse)
+    return _connect(warehouse)
+
+
+def _connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(warehouse.database), read_only=True)
+        # each reference to a table in a query opens its files again: parse footers once
+        con.execute("SET parquet_metadata_cache = true")
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
+    return con
+
+
+def _execute(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, sql: str
+             ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """`sql` on a fresh snapshot; once more with union_by_name if a file's schema differs."""
+    import duckdb
+
+    for union_by_name in (False, True):
+        pin_snapshot(con, warehouse, union_by_name)
+        try:
+            cursor = con.execute(sql)
+            columns = [d[0] for d in cursor.description] if cursor.description else []
+            return columns, cursor.fetchall()
+        except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
+            if union_by_name or not any(m in str(exc) for m in SCHEMA_MISMATCH):
+                raise
+    raise AssertionError("unreachable")
+
+
+def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
+                 union_by_name: bool = True) -> list[Path]:
+    """Pin every table of `con` to the current publishes as listed now; their folders."""
+    from etl.warehouse.compact import SEGMENT_PREFIX
+    from etl.core.schema import TABLES
+    from etl.views.database import snapshot_view_sql
+    from etl.warehouse.store import SCHEMA_DIR
+
+    chosen = current_publishes(con, warehouse)
+    folders = sorted({folder for _, folder in chosen})
+    # a segment also holds rows of runs republished since: keep the chosen publishes only
+    keep = ([publish_id for publish_id, _ in chosen]
+            if any(f.name.startswith(SEGMENT_PREFIX) for f in folders) else None)
+    schema = warehouse.data / SCHEMA_DIR
+    for table in TABLES:
+        # the zero-row schema file comes first: it keeps the view valid with no runs at
+        # all, and its declared types are the ones the other files are read as
+        files = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
+        # like the stored views' globs, a publish without this table's file has no rows in it
+        # a renamed run's folder also holds its old name's tombstone (etl/warehouse/manage.py)
+        kept = [publish_id for publish_id, _ in chosen] if table == "runs" else keep
+        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
+                                      union_by_name, kept))
+    return folders
+
+
+def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse
+                      ) -> list[tuple[str, Path]]:
+    """(publish id, folder) of each run's current publish: the highest publish_seq per run
+    name among those visible now (the rule of the stored `runs` view).
+
+    Reads two columns of every runs.parquet: a full read of `runs` here would cost seconds
+    over 1 000 runs (DuckDB's cost is per file and column), and most queries project few
+    of its columns. Only a folder superseded over the grace period ago may vanish while it
+    is read (garbage collection by a publisher); the listing is then taken again.
+    """
+    import duckdb
+
+    from etl.views.database import NOT_REMOVED, VISIBLE_AT_QUERY_START, _sql_string, glob_literal
+    from etl.warehouse.store import SCHEMA_DIR
+
+    for _ in range(LIST_ATTEMPTS):
+        files = [str(p / "runs.parquet") for p in sorted(warehouse.data.iterdir())
+                 if p.name != SCHEMA_DIR and p.is_dir()]
+        if not files:
+            return []
+        # the zero-row schema file has every column, also where no publish has one yet
+        files.append(str(warehouse.data / SCHEMA_DIR / "runs.parquet"))
+        listed = ", ".join(_sql_string(glob_literal(f)) for f in files)
+        try:
+            rows = con.execute(
+                f"SELECT publish_id, filename FROM (SELECT * FROM read_parquet([{listed}], "
+                f"union_by_name = true, filename = true) WHERE {VISIBLE_AT_QUERY_START} "
+                "QUALIFY row_number() OVER (PARTITION BY run_name "
+                f"ORDER BY publish_seq DESC) = 1) WHERE {NOT_REMOVED}").fetchall()
+        except duckdb.IOException:
+            continue
+        return [(publish_id, Path(name).parent) for publish_id, name in rows]
+    raise WarehouseError(f"{warehouse.data}: publish folders keep disappearing; retry")

@@ -1,0 +1,93 @@
+"""Table output of `etl query`: the first rows, the total, the columns that fit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from etl.cli.plain_table import cell_text, render
+from tests.conftest import cli
+
+
+@pytest.mark.parametrize("value,text", [
+    (0.123456789, "0.123457"), (123456.789, "123457"), (123450.0, "123450.0"),
+    (0.5, "0.5"), (2.0, "2.0"), (1e-7, "1.00000e-07"), (None, "NULL"), (-0.0381, "-0.0381"),
+    (1234567.5, "1234568"), ("a\nb", "a\\nb"),
+])
+def test_cells(value: object, text: str) -> None:
+    assert cell_text(value) == text
+
+
+class Counted:
+    """A value that counts how often it is turned into text."""
+
+    calls = 0
+
+    def __str__(self) -> str:
+        Counted.calls += 1
+        return "x"
+
+
+def test_only_the_shown_rows_are_formatted() -> None:
+    from etl.cli import output as report
+
+    rows = [(Counted(), Counted()) for _ in range(50_000)]
+    Counted.calls = 0
+    report.print_rows(["a", "b"], rows, "table", limit=40)
+    assert Counted.calls == 80
+
+
+def test_footer_and_elided_columns() -> None:
+    columns = ["run_name", "a_long_column_name", "b", "c"]
+    rows = [("r1", 1.5, 2, "x" * 60), ("r2", None, 3, "y")]
+    lines = render(columns, rows, total=1000, width=40)
+    assert lines[0].split() == ["run_name", "a_long_column_name", "b"]
+    assert lines[2].split() == ["r1", "1.5", "2"] and lines[3].split() == ["r2", "NULL", "3"]
+    assert lines[4] == "(1,000 rows, first 2 shown; --limit N or --all for more)"
+    assert lines[5].startswith("1 column(s) not shown to fit 40 characters: c ")
+    assert all(len(line) <= 40 for line in lines[:4])
+
+
+def test_etl_query_limits_table_output(tmp_path: Path) -> None:
+    sql = "SELECT range AS i, range / 3 AS third FROM range(100)"
+    assert cli("views", "--warehouse", str(tmp_path / "wh")).returncode == 0
+    out = cli("query", sql, "--warehouse", str(tmp_path / "wh"), env={"COLUMNS": "80"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 + 40 + 1 and lines[-1].startswith("(100 rows, first 40 shown")
+    assert lines[3].split() == ["1", "0.333333"]
+    every = cli("query", sql, "--all", "--warehouse", str(tmp_path / "wh"))
+    assert every.stdout.splitlines()[-1] == "(100 rows)"
+    csv = cli("query", sql, "--format", "csv", "--warehouse", str(tmp_path / "wh"))
+    assert csv.stdout.splitlines()[2] == "1,0.3333333333333333"
+
+
+def test_duckdb_errors_reach_the_user_whole(tmp_path: Path) -> None:
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    out = cli("query", "SELECT run_nam FROM runs", "--warehouse", wh)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith('error: query failed: Binder Error: Referenced column "run_nam"')
+    assert any(line.startswith("Candidate bindings:") and '"run_name"' in line for line in lines)
+    assert "LINE 1: SELECT run_nam FROM runs" in lines and sum(
+        line.startswith("error:") for line in lines) == 1
+    empty = cli("query", "", "--warehouse", wh)
+    assert empty.returncode == 1 and empty.stderr.startswith("error: no SQL given")
+    assert len(empty.stderr.splitlines()) == 1
+
+
+def test_etl_query_writes_files_only_when_asked(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    target = tmp_path / "x.csv"
+    copy = cli("query", f"COPY (SELECT 1 AS x) TO '{target}'", "--warehouse", wh)
+    assert copy.returncode == 1 and "COPY statements are not run" in copy.stderr
+    assert not target.exists()
+    out = tmp_path / "r.parquet"
+    done = cli("query", "SELECT range AS i FROM range(5)", "--format", "parquet", "-o",
+               str(out), "--warehouse", wh)
+    assert done.returncode == 0 and done.stdout.strip() == f"wrote 5 rows to {out}"
+    assert pq.read_table(out).column("i").to_pylist() == [0, 1, 2, 3, 4]

@@ -1,0 +1,97 @@
+"""A slice decodes to the same table whether the ph-tagged decoder (ignored phases skipped
+unread) or the untagged one reads it; slices the tagged decoder refuses fall back."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from etl.extract.kineto import decode as kineto
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,
+          "args": {"correlation": 5, "device": 0, "stream": 7, "grid": [1, 2, 3],
+                   "block": [4, 1, 1], "External id": 9}}
+LAUNCH = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": "t",
+          "ts": 9, "dur": 1, "args": {"correlation": 5, "external id": 9}}
+INSTANT = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1,
+           "ts": 3, "s": "t", "args": {"Bytes": 5}}
+FLOW = {"ph": "s", "id": 5, "pid": 1, "tid": 1, "ts": 9, "cat": "ac2g", "name": "ac2g"}
+
+ODD_SLICES = {
+    "no ph": [KERNEL, {"name": "x", "ts": 1}],
+    "null ph": [KERNEL, {"ph": None, "ts": 1}],
+    "unknown ph": [LAUNCH, {"ph": "Z", "ts": 1}],
+    "big I": [{**INSTANT, "ph": "I"}, FLOW],
+    "all skipped": [FLOW, {**FLOW, "ph": "f"}, {"ph": "M", "name": "process_name"}],
+}
+
+
+def _untagged(events: list[Any]) -> Any:
+    _, _, typed = kineto._decoders()
+    text = json.dumps(events).encode()
+    return kineto._batch(kineto._typed_columns(typed.decode(text), 100), [])
+
+
+def _decoded(events: list[Any]) -> kineto.DecodedSlice:
+    return kineto.decode_slice(Path("t.json"), json.dumps(events).encode(), 100, 0)
+
+
+def test_tagged_decoding_equals_untagged() -> None:
+    events = [KERNEL, FLOW, LAUNCH, INSTANT, {**FLOW, "ph": "f", "bp": "e"}, KERNEL]
+    tagged, _ = kineto._tagged_decoder()
+    assert len(tagged.decode(json.dumps(events).encode())) == len(events)
+    decoded = _decoded(events)
+    assert decoded.table.equals(_untagged(events))
+    assert decoded.with_phase == len(events)
+    assert decoded.table["event_id"].to_pylist() == [100, 102, 103, 105]
+
+
+def test_a_repeated_ph_reads_as_before() -> None:
+    text = b'[{"ph": "s", "ph": "X", "cat": "cpu_op", "ts": 1, "dur": 1}]'
+    _, _, typed = kineto._decoders()
+    decoded = kineto.decode_slice(Path("t.json"), text, 0, 0)
+    assert decoded.table.equals(kineto._batch(kineto._typed_columns(typed.decode(text), 0),
+                                              []))
+    assert decoded.table.num_rows == 1
+
+
+@pytest.mark.parametrize("case", sorted(ODD_SLICES))
+def test_slices_the_tagged_decoder_refuses_read_as_before(case: str) -> None:
+    events = ODD_SLICES[case]
+    tagged, _ = kineto._tagged_decoder()
+    if case not in ("big I", "all skipped"):
+        with pytest.raises(msgspec.ValidationError):
+            tagged.decode(json.dumps(events).encode())
+    decoded = _decoded(events)
+    assert decoded.table.equals(_untagged(events))
+    assert decoded.with_phase == sum(1 for e in events if e.get("ph") is not None)
+
+
+def _lenient(events: list[Any]) -> tuple[Any, list[kineto.Anomaly]]:
+    _, lenient, _ = kineto._decoders()
+    found: list[kineto.Anomaly] = []
+    cols = kineto._lenient_columns(lenient.decode(json.dumps(events).encode()), 100, found)
+    assert not cols.typed
+    return kineto._batch(cols, found), found
+
+
+def test_typed_arguments_equal_the_general_route_whatever_their_mix() -> None:
+    """Typed columns that convert to Arrow as they are skip normalising; columns with text
+    or out-of-range values take the general route: same table, same anomalies in order."""
+    odd = [
+        {**KERNEL, "args": {**KERNEL["args"], "stream": "0x0", "grid": "grid(100,)"}},
+        {**KERNEL, "args": {**KERNEL["args"], "correlation": 2**64, "block": []}},
+        {**KERNEL, "args": {"device": 2**40, "bytes": "12", "registers per thread": "x"}},
+        {**LAUNCH, "args": {}}, INSTANT, KERNEL,
+    ]
+    only_absent = [{**LAUNCH, "args": {}}, INSTANT]
+    for events in (odd, only_absent, [KERNEL, LAUNCH]):
+        decoded = _decoded(events)
+        table, found = _lenient(events)
+        assert decoded.table.equals(table)
+        assert decoded.anomalies == found
+    kinds = [kind for kind, _, _ in _decoded(odd).anomalies]
+    assert kinds.count("bad_argument") == 5  # grid text, 2^64, [], device, "x"

@@ -1,0 +1,78 @@
+"""Monitor logs as people keep them, one hand-written input per variant the other monitor
+tests do not cover: the rows that parse are kept, the rest counted, never a traceback."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from etl.extract.monitor.read import read as read_samples
+
+DMON_HEAD = ("# gpu   pwr  gtemp  mtemp    sm   mem   enc   dec  mclk  pclk\n"
+             "# Idx     W      C      C     %     %     %     %   MHz   MHz\n")
+
+
+def _read(tmp_path: Path, data: str | bytes, name: str, **dims: Any
+          ) -> tuple[list[dict], dict[str, str]]:
+    path = tmp_path / name
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    part = read_samples([path], dims, 0)
+    kinds = {a["kind"]: a["detail"] for a in (part.anomalies.to_pylist() if part.anomalies else [])}
+    return part.tables["gpu_samples"].to_pylist(), kinds
+
+
+def _values(rows: list[dict], metric: str) -> list[Any]:
+    return [r["value"] for r in sorted(rows, key=lambda r: r["sample_index"])
+            if r["metric"] == metric]
+
+
+def test_csv_header_before_every_row(tmp_path: Path) -> None:
+    header = "timestamp, index, utilization.gpu [%]\n"
+    text = "".join(f"{header}2026/11/24 10:00:0{s}.000, 0, {s * 10} %\n" for s in range(4))
+    rows, kinds = _read(tmp_path, text, "smi.csv", timezone="UTC")
+    assert _values(rows, "gpu_util") == [0.0, 0.1, 0.2, 0.3]
+    assert "3 time(s)" in kinds["header_repeated"] and "torn_rows" not in kinds
+
+
+def test_dmon_without_date_keeps_order_and_says_why(tmp_path: Path) -> None:
+    text = ("#Time        gpu   pwr    sm\n#HH:MM:SS    Idx     W     %\n"
+            " 10:00:00      0    43    97\n 10:00:01      0    45     -\n")
+    rows, kinds = _read(tmp_path, text, "dmon.log", timezone="UTC")
+    assert _values(rows, "gpu_util") == [0.97, None] and all(r["ts_ns"] is None for r in rows)
+    assert "-o DT" in kinds["time_without_date"]
+
+
+def test_dmon_header_repeated_every_page(tmp_path: Path) -> None:
+    page = " 0    43     48      -    97    40     0     0  1215  1410\n"
+    rows, kinds = _read(tmp_path, DMON_HEAD + page + DMON_HEAD + page.replace("97", "12"),
+                        "dmon.log")
+    assert _values(rows, "gpu_util") == [0.97, 0.12] and "torn_rows" not in kinds
+
+
+def test_dmon_two_writers(tmp_path: Path) -> None:
+    good = " 0    43     48      -    97    40     0     0  1215  1410\n"
+    data = (DMON_HEAD + good + " 0    44     4\0\0\0\0 0  1215\n"
+            + good.replace("97", "98")).encode()
+    rows, kinds = _read(tmp_path, data, "dmon.log")
+    assert _values(rows, "gpu_util") == [0.97, 0.98]
+    assert "1 dmon line(s)" in kinds["torn_rows"] and "4 NUL" in kinds["nul_bytes"]
+
+
+def test_dcgmi_two_writers_and_no_time(tmp_path: Path) -> None:
+    data = (b"#Entity   ID    SMACT   TENSO\nID\nGPU 0           0.871   0.043\n"
+            b"GPU 0           0.8\0\0GPU 0   0.5\n"
+            b"GPU 0           N/A     0.045\n")
+    rows, kinds = _read(tmp_path, data, "dcgmi.log")
+    assert _values(rows, "sm_active") == [0.871, None]
+    assert _values(rows, "tensor_active") == [0.043, 0.045]
+    assert "1 dcgmi line(s)" in kinds["torn_rows"] and "2 NUL" in kinds["nul_bytes"]
+    assert "samples_without_time" in kinds and all(r["ts_ns"] is None for r in rows)
+
+
+def test_prometheus_millisecond_timestamps_and_a_torn_line(tmp_path: Path) -> None:
+    text = ('DCGM_FI_PROF_SM_ACTIVE{gpu="0"} 0.5 1795514400000\n'
+            'DCGM_FI_PROF_SM_ACT\n'
+            'DCGM_FI_PROF_SM_ACTIVE{gpu="0"} 0.25 1795514401500\n')
+    rows, kinds = _read(tmp_path, text, "scrape.prom")
+    assert [(r["ts_ns"], r["value"]) for r in rows] == [
+        (1795514400_000_000_000, 0.5), (1795514401_500_000_000, 0.25)]
+    assert {r["clock"] for r in rows} == {"utc"} and "1 line(s)" in kinds["torn_rows"]

@@ -1,0 +1,267 @@
+"""nsys SQLite export and cuda_gpu_trace CSV → trace tables; GPU_METRICS → gpu_samples."""
+from __future__ import annotations
+
+import csv
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from etl.core.errors import InputError
+from etl.extract.nsys.stats_csv import read as ingest_gpu_trace
+from etl.extract.nsys.read import read as ingest_sqlite, refuse_rep
+from etl.extract.trace_role import PipelineOptions, Sinks, TraceClock
+from tests.conftest import corpus_path
+
+RESNET = "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite"
+
+
+def _ingest(path: Path, reader: Any = ingest_sqlite) -> tuple[Any, dict[str, list[dict]]]:
+    got: dict[str, list[dict]] = {}
+
+    def sink(name: str) -> Any:
+        return lambda table: got.setdefault(name, []).extend(table.to_pylist())
+
+    sinks = Sinks(sink("host_events"), sink("kernels"), sink("anomalies"), lambda: None,
+                  lambda name, table: got.setdefault(name, []).extend(table.to_pylist()))
+    spill = Path(tempfile.mkdtemp()) / "spill"
+    return reader(path, 2, None, spill, sinks, PipelineOptions()), got
+
+
+def test_resnet_export_kernels_match_the_stats_csv_oracle() -> None:
+    """Every SQLite activity equals a row of nsys's own cuda_gpu_trace report of the run
+    (start - session start, duration, correlation id), 2482 kernels + 122 copies + 81 sets."""
+    result, got = _ingest(corpus_path("nsys", RESNET))
+    con = sqlite3.connect(f"file:{corpus_path('nsys', RESNET)}?mode=ro", uri=True)
+    [(session,)] = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
+    ours = sorted((k["ts_ns"] - session, k["dur_ns"], k["correlation_id"], k["kind"])
+                  for k in got["kernels"])
+    with open(corpus_path("nsys", "rtxa4500_flame_resnet18-fwd_cuda_gpu_trace_base.csv"),
+              newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    kind = {"[CUDA memcpy": "memcpy", "[CUDA memset": "memset"}
+    theirs = sorted((int(r["Start (ns)"]), int(r["Duration (ns)"]), int(r["CorrId"]),
+                     kind.get(r["Name"][:12], "kernel")) for r in rows)
+    assert ours == theirs and len(ours) == 2685
+    assert sum(k["kind"] == "kernel" for k in got["kernels"]) == 2482
+
+
+def test_resnet_export_links_launches_layers_and_never_popped_steps() -> None:
+    result, got = _ingest(corpus_path("nsys", RESNET))
+    host = {h["event_id"]: h for h in got["host_events"]}
+    kernels = [k for k in got["kernels"] if k["kind"] == "kernel"]
+    assert all(k["launch_event_id"] is not None for k in kernels)
+    for k in kernels[:50]:
+        launch = host[k["launch_event_id"]]
+        assert launch["correlation_id"] == k["correlation_id"]
+        assert launch["category"] == "cuda_runtime" and launch["ts_ns"] <= k["ts_ns"]
+    its = result.iterations.to_pylist()
+    assert [i["iteration"] for i in its] == list(range(10, 20))
+    # the iterationN ranges are never popped: each ends where the next starts
+    assert all(a["end_ns"] == b["start_ns"] for a, b in zip(its, its[1:]))
+    # the last one ends with the last GPU activity launched from it (the run's last
+    # kernel), not at the capture's end 0.48 s later, and says it was inferred
+    last_kernel_end = max(k["ts_ns"] + k["dur_ns"] for k in got["kernels"])
+    assert its[-1]["end_ns"] == last_kernel_end
+    assert [a["kind"] for a in got["anomalies"]] == ["step_end_inferred"]
+    per_iteration = {}
+    for k in kernels:
+        if k["iteration"] is not None:
+            per_iteration[k["iteration"]] = per_iteration.get(k["iteration"], 0) + 1
+    assert per_iteration == {i: 124 for i in range(10, 20)}  # SOURCES.md: 124 per iteration
+    assert {k["layer"] for k in kernels if k["iteration"] is not None} == {"forward"}
+    [device] = result.devices.to_pylist()
+    assert (device["name"], device["compute_capability"], device["sm_count"]) == (
+        "NVIDIA RTX A4500", "8.6", 56)
+    # wall clock: the session started 2025-04-24T19:58:58Z
+    assert 1745524738 * 10**9 < its[0]["start_ns"] < 1745524800 * 10**9
+
+
+@pytest.mark.parametrize("name,kernels", [
+    ("rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite", 46),
+    ("rtx3060_p4arth_vecadd_nsys2025.5.sqlite", 1),
+    ("rtx4090_lashi_memTransfer_NO-KERNELS_nsys2023.2.sqlite", 0)])
+def test_every_schema_version_reads_by_column_name(name: str, kernels: int) -> None:
+    result, got = _ingest(corpus_path("nsys", name))
+    assert sum(k["kind"] == "kernel" for k in got.get("kernels", [])) == kernels
+    assert len(got["host_events"]) > 0
+    [it] = result.iterations.to_pylist()
+    assert it["boundary"] == "whole_trace" and it["end_ns"] >= it["start_ns"]
+
+
+def test_gpu_metrics_become_samples(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
+        INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1000000000000);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, metricId INT, metricName TEXT);
+        INSERT INTO TARGET_INFO_GPU_METRICS VALUES (65537, 1, 'SM Active [Throughput %]'),
+            (65537, 2, 'Tensor Active [Throughput %]');
+        CREATE TABLE GPU_METRICS (timestamp INT, typeId INT, metricId INT, value INT);
+        INSERT INTO GPU_METRICS VALUES (500, 65537, 1, 90), (500, 65537, 2, 4);
+    """)
+    con.commit()
+    con.close()
+    _, got = _ingest(path)
+    samples = {s["metric"]: s for s in got["gpu_samples"]}
+    assert samples["sm_active"]["value"] == 0.9 and samples["tensor_active"]["value"] == 0.04
+    assert samples["sm_active"]["ts_ns"] == 1000000000500
+    assert samples["sm_active"]["clock"] == "session_start"
+    assert samples["sm_active"]["device_index"] == 1
+
+
+def test_truncated_export_is_one_line(tmp_path: Path) -> None:
+    data = corpus_path("nsys", "rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite").read_bytes()
+    path = tmp_path / "cut.sqlite"
+    path.write_bytes(data[:len(data) // 3])
+    with pytest.raises(InputError) as info:
+        _ingest(path)
+    assert "cut.sqlite" in info.value.line() and "\n" not in info.value.line()
+
+
+def test_nsys_rep_is_refused_with_the_export_command(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        refuse_rep(tmp_path / "report1.nsys-rep")
+    assert ("nsys export --type sqlite --output report1.sqlite report1.nsys-rep"
+            in info.value.line())
+
+
+def test_stats_csv_reads_kernels_without_launches() -> None:
+    result, got = _ingest(corpus_path(
+        "nsys", "rtxa4500_flame_resnet18-fwd_cuda_gpu_trace_base.csv"), ingest_gpu_trace)
+    kinds = [k["kind"] for k in got["kernels"]]
+    assert (kinds.count("kernel"), kinds.count("memcpy"), kinds.count("memset")) == (
+        2482, 122, 81)
+    assert {a["kind"] for a in got["anomalies"]} == {"kernel_without_launch", "clock_unaligned"}
+    assert result.devices.to_pylist()[0]["name"] == "NVIDIA RTX A4500"
+
+
+def tiny_export(path: Path, session_start: object) -> Path:
+    """One runtime call and its kernel, 1 µs apart; a session start row unless None."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'k');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 200, 7, 5, 1);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, shortName INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1100, 1600, 0, 7, 5, 2);
+    """)
+    if session_start is not None:
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?)", (session_start,))
+    con.commit()
+    con.close()
+    return path
+
+
+def test_the_reader_states_its_clock_from_the_session_start(tmp_path: Path) -> None:
+    start = 1_745_524_738_000_000_000
+    result, got = _ingest(tiny_export(tmp_path / "t.sqlite", start))
+    assert result.clock == TraceClock("session_start", 0, None)
+    [kernel] = got["kernels"]
+    assert kernel["ts_ns"] == start + 1100   # UTC = source time + utc_offset_ns (0)
+    assert "anomalies" not in got or not any(a["kind"] == "clock_unaligned"
+                                              for a in got["anomalies"])
+
+
+@pytest.mark.parametrize("session_start,reason", [
+    (None, "no TARGET_INFO_SESSION_START_TIME"),
+    ("yesterday", "is not an integer number of ns"),
+    (1.5, "is not an integer number of ns")])
+def test_without_a_session_start_the_clock_is_unmapped(
+        tmp_path: Path, session_start: object, reason: str) -> None:
+    """Not guessed from the size of the times: unmapped, with the reason."""
+    result, got = _ingest(tiny_export(tmp_path / "t.sqlite", session_start))
+    assert result.clock.kind == "unmapped" and result.clock.utc_offset_ns is None
+    assert reason in result.clock.reason
+    [kernel] = got["kernels"]
+    assert kernel["ts_ns"] == 1100           # the session clock, nothing added
+    [anomaly] = [a for a in got["anomalies"] if a["kind"] == "clock_unaligned"]
+    assert reason in anomaly["detail"]
+
+
+def _metrics_export(path: Path, session_start: int | None, rows: int) -> Path:
+    """`rows` GPU_METRICS samples over 3 GPUs and 4 metrics (one unnamed, one not in %),
+    with NULL values, device and metric ids among them."""
+    tiny_export(path, session_start)
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, metricId INT, metricName TEXT);
+        CREATE TABLE GPU_METRICS (timestamp INT, typeId INT, metricId INT, value INT);
+    """)
+    gpus = (0x10000, 0x10001, 0x10203)    # the low byte is the GPU: 0, 1, 3
+    con.executemany("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?, ?, ?)", [
+        (t, m, name) for t in gpus for m, name in (
+            (1, "SM Active [Throughput %]"), (2, "Tensor Active [Throughput %]"),
+            (3, "PCIe RX Bandwidth [Throughput MB/s]"))])
+    con.executemany("INSERT INTO GPU_METRICS VALUES (?, ?, ?, ?)", [
+        (1000 * i, None if i % 97 == 5 else gpus[i % 3], None if i % 89 == 7 else i % 5,
+         None if i % 13 == 0 else (i * 7) % 101) for i in range(rows)])
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("session_start,workers", [(1_745_524_738_000_000_000, 1),
+                                                  (None, 1), (1_745_524_738_000_000_000, 2)])
+def test_gpu_metrics_stream_equal_a_naive_reading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, session_start: int | None,
+        workers: int) -> None:
+    """Batches of 3 pages (many batches): each row as a per-row Python reading gives it.
+    workers=2: read by the worker process (its batches: the patch does not reach it)."""
+    from etl.extract.nsys import pages
+    from etl.extract.fields import field_map
+    from tests.oracle import naive_nsys
+
+    monkeypatch.setattr(pages, "BATCH_PAGES", 3)
+    path = _metrics_export(tmp_path / "m.sqlite", session_start, 5000)
+    parts: list[Any] = []
+    sinks = Sinks(lambda t: None, lambda t: None, lambda t: None, lambda: None,
+                  lambda name, table: parts.append(table))
+    ingest_sqlite(path, 2, None, tmp_path / "spill", sinks, PipelineOptions(workers=workers))
+    assert len(parts) > 3 or workers > 1  # handed on batch by batch, never the whole table
+    samples = [s for part in parts for s in part.to_pylist()]
+    assert [(s["sample_index"], s["device_index"], s["clock_ts_ns"], s["metric"],
+             s["value"], s["unit"], s["reported_unit"]) for s in samples] == (
+        naive_nsys.gpu_samples(path, field_map("nsys")["gpu_metric_map"]))
+    if session_start is None:   # no session start: not placed on the wall clock
+        assert {(s["ts_ns"], s["clock"]) for s in samples} == {(None, "unaligned")}
+    else:
+        assert all(s["ts_ns"] == s["clock_ts_ns"] + session_start for s in samples)
+        assert {s["clock"] for s in samples} == {"session_start"}
+    by_metric = {s["metric"] for s in samples}
+    assert {"sm_active", "tensor_active", "PCIe RX Bandwidth", "metric 4"} <= by_metric
+
+
+def test_an_export_whose_schema_lies_past_the_first_64_kib_is_recognised(
+        tmp_path: Path) -> None:
+    """Tables created after 200 KiB of data, with a schema too large for page 1, put the
+    table names beyond what the head sniff reads; the file is still an nsys export and
+    ingests through the CLI."""
+    from tests.conftest import cli
+
+    path = tmp_path / "runs" / "late_schema" / "report.sqlite"
+    path.parent.mkdir(parents=True)
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE filler (blob BLOB)")
+    con.executemany("INSERT INTO filler VALUES (?)", [(b"x" * 4000,)] * 50)
+    for n in range(40):  # page 1 overflows: the schema moves to leaf pages after the data
+        columns = ", ".join(f"column_with_a_long_name_{c} INTEGER" for c in range(8))
+        con.execute(f"CREATE TABLE ANOTHER_TABLE_OF_THE_EXPORT_{n} ({columns})")
+    con.commit()
+    con.close()
+    tiny_export(path, 1_700_000_000_000_000_000)
+    assert b"CUPTI_ACTIVITY_KIND_" not in path.read_bytes()[:1 << 16]
+    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+    assert result.returncode == 0, result.stderr
+    import duckdb
+    con2 = duckdb.connect(str(tmp_path / "wh" / "warehouse.duckdb"), read_only=True)
+    assert con2.execute("SELECT count(*), min(dur_ns) FROM kernels").fetchone() == (1, 500)

@@ -1,0 +1,244 @@
+"""The SQL house rules are enforced: documented columns, one SELECT, known dependencies."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from etl.core.sql_files import ViewError, discover, load_view, order_views
+from etl.views.catalog import lint
+
+GOOD = """-- demo: a view [project]. Grain: one row per run.
+SELECT run_id, count(*) AS n FROM kernels GROUP BY run_id
+-- run_id: run
+-- n: kernels
+"""
+
+
+def test_shipped_views_pass_lint() -> None:
+    views = discover()
+    assert lint(views) == []
+    assert {"gpu_utilization_v1", "run_summary_v1", "kernel_summary_v1", "op_time_v1"} <= {
+        v.name for v in views}
+
+
+def test_undocumented_column_fails(tmp_path: Path) -> None:
+    path = tmp_path / "demo_v1.sql"
+    path.write_text(GOOD.replace("-- n: kernels\n", ""))
+    problems = lint([load_view(path)])
+    assert problems == [f"{path}: column n is not documented in the trailing comment"]
+
+
+def test_missing_grain_comment_fails(tmp_path: Path) -> None:
+    path = tmp_path / "demo_v1.sql"
+    path.write_text(GOOD.split("\n", 1)[1])
+    assert "no leading comment" in lint([load_view(path)])[0]
+
+
+def test_leading_comment_says_where_definitions_come_from(tmp_path: Path) -> None:
+    path = tmp_path / "demo_v1.sql"
+    path.write_text(GOOD.replace(" [project]", ""))
+    assert lint([load_view(path)]) == [f"{path}: the leading comment does not say where the "
+                                       "definitions come from: [paper §/Table/Fig.] or [project]"]
+    path.write_text(GOOD.replace("[project]", "[paper Fig. 5]"))
+    assert lint([load_view(path)]) == []
+
+
+@pytest.mark.parametrize("body,fragment", [
+    ("-- x\nSELECT * FROM kernels\n", "SELECT *"),
+    ("-- x\nDROP VIEW runs\n", "single SELECT"),
+    ("-- x\nSELECT a FROM nowhere\n-- a: b\n", "unknown table"),
+])
+def test_rules(tmp_path: Path, body: str, fragment: str) -> None:
+    path = tmp_path / "bad_v1.sql"
+    path.write_text(body)
+    with pytest.raises(ViewError, match=fragment):
+        order_views([load_view(path)])
+
+
+def write_views(folder: Path, files: dict[str, str]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in files.items():
+        (folder / name).write_text(body)
+    return [folder / name for name in files]
+
+
+def test_a_view_reads_pinned_versions_not_the_moving_name(tmp_path: Path) -> None:
+    base = GOOD.replace("demo", "base")
+    reader = ("-- reader: a view [project]. Grain: one row per run.\n"
+              "SELECT run_id FROM {}\n-- run_id: run\n")
+    write_views(tmp_path, {"base_v1.sql": base, "base_v2.sql": base,
+                           "pinned_v1.sql": reader.format("base_v1"),
+                           "moving_v1.sql": reader.format("base")})
+    problems = lint(discover(tmp_path))
+    assert problems == [f"{tmp_path / 'moving_v1.sql'}: reads base, the name that follows the "
+                        "newest version; read base_v2 instead"]
+
+
+@pytest.mark.parametrize("expression,guarded", [
+    ("sum(n) / count(*)", False),
+    ("sum(n) / (count(*))", False),
+    ("sum(n) / nullif(count(*), 0)", True),
+    ("sum(n) / (nullif(count(*), 0))", True),
+    ("sum(n) * 1e9 / 2", True),
+    ("sum(n) / 0", False),
+    ("CASE WHEN count(*) > 0 THEN sum(n) / count(*) END", True),
+    ("CASE WHEN sum(n) / count(*) > 1 THEN 1 END", False),
+])
+def test_every_division_guards_its_denominator(tmp_path: Path, expression: str,
+                                               guarded: bool) -> None:
+    [path] = write_views(tmp_path, {"demo_v1.sql": (
+        f"-- demo: a view [project]. Grain: one row per run.\nSELECT run_id, {expression} AS x "
+        "FROM kernels GROUP BY run_id\n-- run_id: run\n-- x: a ratio\n")})
+    problems = lint([load_view(path)])
+    assert (problems == []) == guarded, problems
+    assert guarded or "unguarded; write x / nullif(d, 0)" in problems[0]
+
+
+def test_dependencies_come_first() -> None:
+    names = [v.name for v in discover()]
+    assert names.index("_busy_intervals_v1") < names.index("gpu_utilization_v1")
+    assert names.index("gpu_utilization_v1") < names.index("run_summary_v1")
+
+
+def test_code_passes_ruff_and_mypy() -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    bin_dir = Path(sys.executable).parent
+    for cmd in ([str(bin_dir / "ruff"), "check", "etl", "tests"], [str(bin_dir / "mypy")]):
+        result = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout[-2000:]
+
+
+# ---- fingerprints: a released view keeps its definition ----------------------------------
+
+BASE = """-- base: a view [project]. Grain: one row per run.
+SELECT run_id, count(*) AS n FROM kernels GROUP BY run_id
+-- run_id: run
+-- n: kernels
+"""
+
+
+def contract(tmp_path: Path, changelog: str = "- `base_v1` released\n") -> Any:
+    from etl.views.fingerprints import Paths
+
+    write_views(tmp_path / "views", {"base_v1.sql": BASE})
+    (tmp_path / "CHANGELOG.md").write_text(changelog)
+    return Paths(tmp_path / "fingerprints.toml", tmp_path / "CHANGELOG.md")
+
+
+def test_shipped_views_match_their_fingerprints() -> None:
+    from click.testing import CliRunner
+
+    from etl.cli import main
+
+    result = CliRunner().invoke(main, ["lint-sql"])
+    assert result.exit_code == 0, result.output
+    assert f"{len(discover())} views keep the house rules" in result.output
+
+
+def test_record_then_check(tmp_path: Path) -> None:
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path)
+    [view] = discover(tmp_path / "views")
+    assert check([view], paths) == [f"{view.path}: base_v1 has no recorded fingerprint; run "
+                                    "`etl lint-sql --record` once the view is final"]
+    assert record([view], paths) == ["base_v1"]
+    assert check([view], paths) == [] and record([view], paths) == []
+
+
+@pytest.mark.parametrize("edit", [
+    lambda sql: sql.replace("count(*) AS n", "COUNT( * )   AS n").replace(" GROUP", "\nGROUP"),
+    lambda sql: sql.replace("FROM kernels", "FROM KERNELS -- kernels of the run\n"),
+    lambda sql: sql.replace("-- n: kernels", "-- n: kernels of the run, any kind"),
+])
+def test_formatting_and_comments_are_not_changes(tmp_path: Path, edit: Any) -> None:
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path)
+    record(discover(tmp_path / "views"), paths)
+    path = tmp_path / "views" / "base_v1.sql"
+    path.write_text(edit(BASE))
+    assert check(discover(tmp_path / "views"), paths) == []
+
+
+def test_a_released_view_that_changes_fails_until_it_is_a_new_version(tmp_path: Path) -> None:
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path)
+    record(discover(tmp_path / "views"), paths)
+    changed = BASE.replace("count(*) AS n", "count(*) - 1 AS n")
+    (tmp_path / "views" / "base_v1.sql").write_text(changed)
+    views = discover(tmp_path / "views")
+    assert record(views, paths) == []  # --record does not bless a released view's change
+    [problem] = check(views, paths)
+    assert "base_v1 is released and its SQL changed; put the change in base_v2.sql" in problem
+    # the way out: v1 as it was, the change in v2, named in the CHANGELOG, recorded
+    (tmp_path / "views" / "base_v1.sql").write_text(BASE)
+    (tmp_path / "views" / "base_v2.sql").write_text(changed)
+    views = discover(tmp_path / "views")
+    assert record(views, paths) == ["base_v2"]
+    assert check(views, paths) == [f"{tmp_path / 'views' / 'base_v2.sql'}: {paths.changelog} "
+                                   "does not name base_v2; add an entry (date, symptom, "
+                                   "context, migration)"]
+    with open(paths.changelog, "a") as fh:
+        fh.write("- `base_v2`: n counts one less\n")
+    assert check(views, paths) == []
+
+
+def test_a_view_not_yet_released_is_recorded_again(tmp_path: Path) -> None:
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path, changelog="nothing yet\n")
+    record(discover(tmp_path / "views"), paths)
+    (tmp_path / "views" / "base_v1.sql").write_text(BASE.replace("count(*)", "count(run_id)"))
+    views = discover(tmp_path / "views")
+    assert "changed since its fingerprint was recorded" in check(views, paths)[0]
+    assert record(views, paths) == ["base_v1"]
+    assert [p for p in check(views, paths) if "fingerprint" in p] == []
+
+
+def test_a_released_view_may_not_vanish(tmp_path: Path) -> None:
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path)
+    record(discover(tmp_path / "views"), paths)
+    (tmp_path / "views" / "base_v1.sql").unlink()
+    assert check([], paths) == [f"{paths.fingerprints}: base_v1 is recorded but its file is "
+                                "gone; a released view is kept (restore it), or its removal "
+                                "is a CHANGELOG entry and this line goes"]
+
+
+def test_rebase_only_under_another_sqlglot(tmp_path: Path) -> None:
+    from etl.views.fingerprints import check, read_recorded, record, write_recorded
+
+    paths = contract(tmp_path)
+    views = discover(tmp_path / "views")
+    record(views, paths)
+    with pytest.raises(ViewError, match="--rebase is for an upgrade of sqlglot alone"):
+        record(views, paths, rebase=True)
+    old = read_recorded(paths.fingerprints)
+    old.sqlglot, old.views["base_v1"] = "0.1", "0" * 64  # as another sqlglot printed it
+    write_recorded(paths.fingerprints, old)
+    assert "take them again with `etl lint-sql --record --rebase`" in check(views, paths)[0]
+    assert record(views, paths, rebase=True) == ["base_v1"]
+    assert check(views, paths) == []
+
+
+@pytest.mark.parametrize("column,good", [
+    ("gpu_util", True), ("matched_time_share", True), ("throughput_vs_best_ratio", True),
+    ("p10_issue_slot_util", True), ("issue_slot_util_source", True), ("busy_ns", True),
+    ("busy_share_ratio", False), ("issue_slot_util_p10", False), ("util_share", False),
+])
+def test_ratio_columns_follow_one_naming_scheme(tmp_path: Path, column: str, good: bool) -> None:
+    body = GOOD.replace("AS n", f"AS {column}").replace("-- n:", f"-- {column}:")
+    write_views(tmp_path, {"demo_v1.sql": body.replace("count(*)", "0.5")})
+    problems = lint(discover(tmp_path))
+    assert (problems == []) == good, problems
+    # a superseded version keeps the names it was released with
+    write_views(tmp_path, {"demo_v2.sql": GOOD})
+    assert lint(discover(tmp_path)) == []

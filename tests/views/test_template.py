@@ -1,0 +1,77 @@
+"""A new warehouse copies its views database from the machine's template instead of
+building it (etl/views/template.py), and gets exactly the views a build gives."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from etl.views import template as view_template
+from etl.views.database import STAMP, ensure_views, inputs_fingerprint, views_current
+from etl.views.template import catalog_digest
+from etl.warehouse.store import Warehouse
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(view_template.CACHE_ENV, str(folder))
+    return folder
+
+
+def _catalog(warehouse: Warehouse) -> str:
+    with duckdb.connect(str(warehouse.database), read_only=True) as con:
+        assert views_current(con, warehouse)
+        return catalog_digest(con)
+
+
+def test_second_warehouse_is_a_copy_with_the_same_views(tmp_path: Path, cache: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    built = Warehouse.at(tmp_path / "built")
+    assert ensure_views(built)
+    assert sorted(p.suffix for p in cache.iterdir()) == [".duckdb", ".stamp"]
+
+    def no_build(*_: object) -> None:
+        raise AssertionError("built the views instead of copying the template")
+
+    monkeypatch.setattr("etl.views.database.all_statements", no_build)
+    copied = Warehouse.at(tmp_path / "copied")
+    assert ensure_views(copied)
+    assert _catalog(copied) == _catalog(built)
+    assert (copied.root / STAMP).read_text() == (built.root / STAMP).read_text()
+    with duckdb.connect(str(copied.database), read_only=True) as con:  # its own root
+        [(files,)] = con.execute("SELECT _warehouse_files('runs')").fetchall()
+    assert files == f"{copied.root}/data/*/runs.parquet"
+
+
+def test_a_damaged_template_is_rebuilt_not_trusted(tmp_path: Path, cache: Path) -> None:
+    assert ensure_views(Warehouse.at(tmp_path / "first"))
+    [template] = cache.glob("*.duckdb")
+    template.write_bytes(b"not a database")
+    second = Warehouse.at(tmp_path / "second")
+    assert ensure_views(second)
+    _catalog(second)
+    third = Warehouse.at(tmp_path / "third")  # the build replaced the damaged template
+    third.init()
+    assert view_template.copy_template(third, inputs_fingerprint(), STAMP)
+    _catalog(third)
+
+
+def test_an_existing_database_is_never_replaced(tmp_path: Path, cache: Path) -> None:
+    first = Warehouse.at(tmp_path / "first")
+    assert ensure_views(first)
+    before = first.database.read_bytes()
+    assert not view_template.copy_template(first, inputs_fingerprint(), STAMP)
+    assert first.database.read_bytes() == before
+
+
+def test_no_cache_folder_builds_as_before(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv(view_template.CACHE_ENV, str(blocked / "cache"))
+    wh = Warehouse.at(tmp_path / "wh")
+    assert ensure_views(wh)
+    _catalog(wh)
