@@ -1,18 +1,27 @@
-# The two commands of the README: `make demo` and `make test`. Both set up .venv first.
+# The two commands of the README: `make demo` and `make test`. Both set up .venv first:
+# the demo installs what it runs on (the runtime dependencies), the tests add the test
+# tools and the optional extras (ncu, spark) and the system's chromium.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+FULL := $(VENV)/.installed-full
 
-.PHONY: setup demo test lint bench clean browser
+.PHONY: setup setup-full demo test check lint bench clean browser
 
-setup: $(STAMP)
+setup: $(RUNTIME)
 
-$(STAMP): pyproject.toml
+$(RUNTIME): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+setup-full: $(FULL)
+
+$(FULL): $(RUNTIME)
 	$(BIN)/pip install --quiet -e '.[test,ncu,spark]'
-	touch $(STAMP)
+	touch $(FULL)
 
 demo: setup
 	rm -rf demo-runs demo-warehouse
@@ -23,19 +32,25 @@ demo: setup
 	$(BIN)/etl report --warehouse demo-warehouse -o demo-report.html
 	@echo "open $(CURDIR)/demo-report.html"
 
-test: setup browser
+# every test, the slow ones (Spark, the browser, big inputs) included: what CI runs
+test: setup-full browser
 	$(BIN)/python -m pytest -n 2 -q
+
+# the quick answer while working: the lint, then every test not marked slow
+check: lint
+	$(BIN)/python -m pytest -n 2 -q -m "not slow"
 
 # the report's browser test drives Debian's chromium (playwright cannot download one here)
 browser:
 	@test -x /usr/bin/chromium || { apt-get update -q && apt-get install -y -q chromium chromium-driver; }
 
-lint: setup
-	$(BIN)/ruff check etl tests
+lint: setup-full
+	$(BIN)/ruff check etl tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/etl lint-sql
 
-bench: setup
+bench: setup-full
 	$(BIN)/python bench/ingest_bench.py
 
 clean:
