@@ -146,7 +146,7 @@ def _refresh_views(target: Warehouse) -> bool:
     except duckdb.ConnectionException:  # this process has it open read-only (connect())
         fresh = False
     if not fresh:
-        warnings.warn(f"{target.database} is open (a DuckDB shell, or a connection of "
-                      "etl.connect()); its views were not refreshed (new runs are visible "
-                      "anyway; `etl views` writes them later)", stacklevel=3)
+        warnings.warn(f"{target.database} is open in another process; views were not "
+                      "refreshed (new runs are visible anyway; `etl views` writes them later: "
+                      "a DuckDB shell or an etl.connect() connection holds it)", stacklevel=3)
     return fresh

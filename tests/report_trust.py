@@ -24,7 +24,7 @@ EXPECTED = ROOT / "tests" / "data" / "broken" / "EXPECTED.toml"
 
 def kill_points() -> tuple[int, int]:
     """(SIGKILLs, trace MB) of tests/warehouse/test_atomic.py."""
-    from tests import test_atomic
+    from tests.warehouse import test_atomic
 
     return test_atomic.KILLS, test_atomic.TRACE_MB
 
@@ -56,7 +56,10 @@ Row = tuple[str, str, str, int, str, str]  # area, tried, held, bugs, tests, tri
 
 def _rows() -> tuple[list[Row], list[str]]:
     """(table rows, known-bug lines) from the suite's own constants and xfail marks."""
-    from tests import test_atomic, test_concurrent, test_fuzz, test_hostile, test_names
+    from tests.extract.kineto import test_fuzz
+    from tests.load import test_hostile
+    from tests.load import test_undecodable_names as test_names
+    from tests.warehouse import test_atomic, test_concurrent
 
     cases = corpus()
     kinds = Counter(spec["kind"] for spec in cases.values())
