@@ -23,8 +23,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# what differs between two ingests of the same files by design
-VOLATILE = {"run_id", "ingested_at", "extractor_version", "publish_id"}
+# what differs between two ingests of the same files by design (publish_seq: the order
+# in which parallel jobs finished)
+VOLATILE = {"run_id", "ingested_at", "extractor_version", "publish_id", "publish_seq"}
 
 DUMP = r"""
 import sys
@@ -62,6 +63,7 @@ def ingest_and_dump(tree: Path, runs: Path, work: Path) -> Path:
 
 
 def export_tree(rev: str, dest: Path) -> Path:
+    dest.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
@@ -92,9 +94,11 @@ def main() -> int:
     parser.add_argument("runs", type=Path)
     parser.add_argument("--base", required=True)
     parser.add_argument("--allow-new", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the dumps in this folder")
     args = parser.parse_args()
     failed = False
-    with tempfile.TemporaryDirectory(prefix="same-tables-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="same-tables-") as scratch:
+        tmp = str(args.keep) if args.keep else scratch
         base_tree = export_tree(args.base, Path(tmp) / "tree")
         base = ingest_and_dump(base_tree, args.runs.resolve(), Path(tmp) / "base")
         head = ingest_and_dump(ROOT, args.runs.resolve(), Path(tmp) / "head")

@@ -26,7 +26,47 @@ from etl.extract.ncu.export import (
 )
 
 
+# ncu_report answers Metric.unit() of derived metrics (derived__*_x2) from the first report
+# its process loaded: read after another report, the same file gave 'inst' where alone it
+# gives 'thread'. Each report is therefore read in a Python of its own.
+_READ_ALONE = """
+import pickle, sys
+from pathlib import Path
+from etl.extract.ncu.decode_rep import read_rep_here
+try:
+    done = ("ok", read_rep_here(Path(sys.argv[1])))
+except Exception as exc:  # an InputError comes back whole; anything else as a bug
+    done = ("error", exc)
+with open(sys.argv[2], "wb") as fh:
+    pickle.dump(done, fh)
+"""
+
+
 def read_rep(path: Path) -> NcuExport:
+    """The report, read in a Python process of its own (see _READ_ALONE)."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="etl-ncu-rep-") as scratch:
+        out = Path(scratch) / "export.pickle"
+        package_root = str(Path(__file__).resolve().parents[3])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [package_root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+        subprocess.run([sys.executable, "-c", _READ_ALONE, str(path), str(out)], env=env,
+                       check=True)
+        with open(out, "rb") as fh:
+            status, value = pickle.load(fh)
+    if status == "error":
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
+def read_rep_here(path: Path) -> NcuExport:
+    """The report, read in this process (its derived metrics' units depend on what this
+    process read before: see _READ_ALONE)."""
     report = _load(path)
     kernels: dict[int, dict[str, Any]] = {}
     metrics = MetricRows(path)

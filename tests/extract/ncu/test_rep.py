@@ -21,7 +21,7 @@ from etl.extract.ncu.export import (
 from etl.extract.ncu.read import read_ncu
 from etl.extract.ncu.levels import arch_entry, kernel_levels, level_names
 
-from tests.conftest import INPUTS, corpus_path
+from tests.conftest import INPUTS, ROOT, corpus_path
 
 DATA = INPUTS / "ncu"
 
@@ -297,3 +297,34 @@ def test_truncated_report_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         read_ncu([cut])
     assert info.value.place == "kernel ID 0" and "truncated" in info.value.problem
+
+
+UNITS_OF_ALONE = """
+import json, sys
+from pathlib import Path
+from etl.extract.ncu.decode_rep import read_rep_here
+rows = read_rep_here(Path(sys.argv[1])).metrics.to_pylist()
+print(json.dumps(sorted({(r["metric_name"], r["unit"] or "") for r in rows})))
+"""
+
+
+@pytest.mark.parametrize(("first", "then"), [
+    ("a100_mistic_ilpProf", "rtx3070_speedy_scan_profile"),
+    ("rtx3070_speedy_scan_profile", "a100_mistic_ilpProf")])
+def test_units_do_not_depend_on_the_report_read_before(first: str, then: str) -> None:
+    """ncu_report gives a derived metric (derived__*_x2) the unit it had in the first report
+    its process loaded ('inst' or 'thread'): each report is read in a process of its own."""
+    import json
+    import subprocess
+
+    api()
+    from etl.extract.ncu.decode_rep import read_rep
+
+    read_rep(corpus_path("ncu", f"{first}.ncu-rep"))
+    after = sorted({(r["metric_name"], r["unit"] or "") for r in
+                    read_rep(corpus_path("ncu", f"{then}.ncu-rep")).metrics.to_pylist()})
+    alone = subprocess.run([sys.executable, "-c", UNITS_OF_ALONE,
+                            str(corpus_path("ncu", f"{then}.ncu-rep"))], capture_output=True,
+                           text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert [tuple(pair) for pair in json.loads(alone.stdout)] == after
+    assert any(name.startswith("derived__") and name.endswith("_x2") for name, _ in after)
