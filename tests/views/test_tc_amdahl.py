@@ -9,13 +9,10 @@ from tests.conftest import cli, kernel, launch, step, write_trace
 
 
 @pytest.fixture(scope="module")
-def demo_con(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def demo_con(demo_warehouse: Path):  # type: ignore[no-untyped-def]
     import etl
 
-    root = tmp_path_factory.mktemp("amdahl")
-    assert cli("demo", str(root / "runs")).returncode == 0
-    assert cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh")).returncode == 0
-    con = etl.connect(root / "wh")
+    con = etl.connect(demo_warehouse)
     yield con
     con.close()
 
