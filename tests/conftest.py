@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,16 @@ def corpus_path(*parts: str) -> Path:
             pytest.fail(f"corpus missing at {path}: CI must have ../shared beside the checkout")
         pytest.skip(f"corpus not available at {path}")
     return path
+
+
+def duckdb_shell() -> Path:
+    """The `duckdb` shell installed beside this Python (duckdb-cli), else the checkout's
+    .venv: a worktree without a .venv of its own runs the tests with another's Python."""
+    for folder in (os.environ.get("VIRTUAL_ENV"), Path(sys.executable).parent.parent,
+                   ROOT / ".venv"):
+        if folder and (Path(folder) / "bin" / "duckdb").exists():
+            return Path(folder) / "bin" / "duckdb"
+    return ROOT / ".venv" / "bin" / "duckdb"
 
 
 def us(ns: int) -> str:
@@ -89,16 +100,65 @@ def step(n: int, ts: int, dur: int, cat: str = "user_annotation") -> dict[str, A
     return event(cat=cat, name=f"ProfilerStep#{n}", ts=ts, dur=dur)
 
 
-def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    """The real command line in a subprocess."""
+@dataclass
+class Completed:
+    """What a command gave: the fields of subprocess.CompletedProcess that tests read."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str | os.PathLike[str], cwd: Path | None = None,
+        env: dict[str, str] | None = None) -> Completed:
+    """The command line, run in this process by click's CliRunner (as sqlite-utils tests
+    its CLI): `etl.cli.commands:main` with the arguments, stdout and stderr kept apart,
+    the working directory and environment set for the call and restored after it.
+
+    What the subprocess gave is given here too: exit code 1 with one `error:` line for
+    the project's errors, and for any other exception exit code 1 with its traceback on
+    stderr, as Python prints it. Output written to the file descriptors themselves (by
+    DuckDB, or by worker processes the command starts) is captured with the rest. What
+    only a process of its own can show (the installed entry point, signals, kill -9, the
+    locale, processes racing) goes through `cli_subprocess`.
+    """
+    import inspect
+    import traceback
+
+    from click.testing import CliRunner
+
+    from etl.cli.commands import main
+
+    fd_capture = "capture" in inspect.signature(CliRunner).parameters  # click >= 8.3
+    runner = CliRunner(**({"capture": "fd"} if fd_capture else {}))
+    argv = [os.fspath(a) for a in args]
+    before = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = runner.invoke(main, argv, env=env, prog_name="etl", catch_exceptions=True)
+    finally:
+        os.chdir(before)
+    stderr = result.stderr
+    if result.exc_info is not None and not isinstance(result.exception, SystemExit | None):
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return Completed(argv, result.exit_code, result.stdout, stderr)
+
+
+def cli_subprocess(*args: str | os.PathLike[str], cwd: Path | None = None,
+                   env: dict[str, str] | None = None, timeout: float = 600
+                   ) -> subprocess.CompletedProcess[str]:
+    """The real command line in a process of its own (`python -m etl.cli`): for what an
+    in-process call cannot show (signals, the locale, processes racing each other)."""
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([*ETL, *args], capture_output=True, text=True, cwd=cwd,
-                          env=full_env, timeout=600)
+    return subprocess.run([*ETL, *map(os.fspath, args)], capture_output=True, text=True,
+                          cwd=cwd, env=full_env, timeout=timeout)
 
 
 def query_json(warehouse: Path, sql: str) -> list[dict[str, Any]]:
+    """`etl query SQL --format json`, in this process, parsed."""
     result = cli("query", sql, "--warehouse", str(warehouse), "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)

@@ -4,13 +4,21 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, cli, kernel, launch, query_json, step, write_trace
+from tests.conftest import (
+    cli,
+    cli_subprocess,
+    duckdb_shell,
+    kernel,
+    launch,
+    query_json,
+    step,
+    write_trace,
+)
 
 
 def tiny_events(shift: int = 0, busy: int = 40_000) -> list[dict]:
@@ -139,10 +147,7 @@ def test_hostile_run_name_is_data(tmp_path: Path, runs_dir: Path) -> None:
 def test_duckdb_shell_sees_views_from_any_directory(tmp_path: Path, runs_dir: Path) -> None:
     write_trace(runs_dir / "a" / "t.json", tiny_events())
     cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
-    shell = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "duckdb"
-    if not shell.exists():
-        shell = ROOT / ".venv" / "bin" / "duckdb"
-    out = subprocess.run([str(shell), "-readonly", "-csv", str(tmp_path / "wh" /
+    out = subprocess.run([str(duckdb_shell()), "-readonly", "-csv", str(tmp_path / "wh" /
                           "warehouse.duckdb"), "-c", "SELECT iteration, gpu_util FROM "
                           "gpu_utilization"], capture_output=True, text=True, cwd="/",
                          timeout=60)
@@ -247,3 +252,20 @@ def test_parallel_jobs_give_the_same_warehouse(tmp_path: Path, runs_dir: Path) -
     sql = "SELECT run_name, run_id, busy_ns FROM gpu_utilization ORDER BY run_name"
     assert query_json(tmp_path / "a", sql) == query_json(tmp_path / "b", sql)
     assert len(query_json(tmp_path / "b", sql)) == 4
+
+
+def test_the_command_line_as_a_process_of_its_own(tmp_path: Path, runs_dir: Path) -> None:
+    """`python -m etl.cli` in a process of its own (the other tests of the command line run
+    it in-process): the module entry point, output on the real stdout and stderr (which
+    Cli.main reconfigures), an error's one line and exit code, and a file-level warning."""
+    write_trace(runs_dir / "a" / "t.json", tiny_events())
+    (runs_dir / "a" / "notes.txt").write_text("not a trace")
+    ingested = cli_subprocess("ingest", runs_dir, "--warehouse", tmp_path / "wh")
+    assert ingested.returncode == 0, ingested.stderr
+    assert "1 ingested" in ingested.stdout and "notes.txt: skipped" in ingested.stderr
+    out = cli_subprocess("query", "SELECT run_name, busy_ns FROM gpu_utilization", "--warehouse",
+                         tmp_path / "wh", "--format", "csv")
+    assert out.returncode == 0 and out.stdout.splitlines() == ["run_name,busy_ns", "a,40000"]
+    bad = cli_subprocess("query", "SELECT nope", "--warehouse", tmp_path / "wh")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: query failed")
+    assert "Traceback" not in bad.stderr and bad.stdout == ""

@@ -52,12 +52,7 @@ def test_too_few_samples_and_no_spread() -> None:
     assert difference([0.0, 0.0], [1.0, 1.0]).ratio is None  # B / 0: NULL, not infinity
 
 
-@pytest.fixture(scope="module")
-def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("compare")
-    assert cli("demo", str(root / "runs")).returncode == 0
-    assert cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh")).returncode == 0
-    return root / "wh"
+# demo_warehouse: the demo's runs, ingested once per test process (tests/conftest.py)
 
 
 def compare_json(warehouse: Path, *args: str) -> list[dict]:

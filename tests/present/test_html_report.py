@@ -230,6 +230,7 @@ def test_report_is_self_contained(demo_report: Path) -> None:
     assert "http://" not in stripped and "https://" not in stripped
 
 
+@pytest.mark.slow  # a browser
 def test_report_in_headless_chromium(demo_report: Path, tmp_path: Path) -> None:
     require_browser()
     shots = tmp_path / "screenshots"

@@ -10,6 +10,8 @@ import pytest
 from tests.conftest import copy_corpus_run, corpus_path
 from tests.spark.compare import differences
 
+pytestmark = pytest.mark.slow  # a SparkSession (a JVM) and corpus ingests
+
 # what differs between two ingests of the same files
 PER_PUBLISH = {"runs": "publish_id, publish_seq, ingested_at, run_path"}
 

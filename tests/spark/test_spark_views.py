@@ -10,6 +10,8 @@ import pytest
 from tests.conftest import cli
 from tests.spark.compare import differences
 
+pytestmark = pytest.mark.slow  # a SparkSession (a JVM) and corpus ingests
+
 
 # A subset of test_views_values' corpus warehouse that gives every view rows (a real
 # trace with a matched ncu page, an export beside a trace, exports alone, plain traces):

@@ -2,7 +2,6 @@
 shell, a Python connection and `etl query`, and never reads the original's files."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.conftest import ROOT, cli, kernel, launch, query_json, step, write_trace
+from tests.conftest import cli, duckdb_shell, kernel, launch, query_json, step, write_trace
 
 QUERY = "SELECT run_name, busy_ns FROM gpu_utilization ORDER BY run_name"
 EXPECTED = [("a", 40_000), ("b", 10_000)]
@@ -30,10 +29,6 @@ def original(tmp_path: Path) -> Path:
     ingest_run(warehouse, tmp_path / "runs", "a", 40_000)
     ingest_run(warehouse, tmp_path / "runs", "b", 10_000)
     return warehouse
-
-
-def duckdb_shell() -> Path:
-    return Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "duckdb"
 
 
 def shell(database: Path | str, sql: str, cwd: Path | str = "/", *before: str

@@ -5,17 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, kernel, launch, step, write_trace
+from tests.conftest import cli, launch, step, write_trace
 
 
 @pytest.fixture(scope="module")
-def demo_con(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def demo_con(demo_warehouse: Path):  # type: ignore[no-untyped-def]
     import etl
 
-    root = tmp_path_factory.mktemp("amdahl")
-    assert cli("demo", str(root / "runs")).returncode == 0
-    assert cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh")).returncode == 0
-    con = etl.connect(root / "wh")
+    con = etl.connect(demo_warehouse)
     yield con
     con.close()
 
@@ -61,21 +58,6 @@ def test_tc_amdahl_agrees_with_fig8_at_zero(demo_con) -> None:  # type: ignore[n
     assert len(pairs) == 2
     for ours, fig8 in pairs:
         assert ours == pytest.approx(fig8, rel=1e-12)
-
-
-def test_no_ncu_no_row_in_v1_an_estimate_in_v2(tmp_path: Path) -> None:
-    import etl
-
-    write_trace(tmp_path / "runs" / "plain" / "t.json", [step(1, 0, 100_000), launch(1, 1_000),
-                                                        kernel(1, 10_000, 40_000)])
-    assert cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh")
-               ).returncode == 0
-    con = etl.connect(tmp_path / "wh")
-    assert con.execute("SELECT count(*) FROM tc_amdahl_v1").fetchall() == [(0,)]
-    # v2 falls back on the kernel name: "k" is no tensor-core name
-    assert con.execute("SELECT basis, non_tc_time_share, speedup_bound_inf_ratio FROM "
-                       "tc_amdahl").fetchall() == [("name_estimate", 1.0, 1.0)]
-    con.close()
 
 
 # tc_amdahl_v2 on a tiny run worked by hand: one step [0, 100 us] (the window), a cuBLAS

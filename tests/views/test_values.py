@@ -188,6 +188,7 @@ def test_no_relation_returns_nan_or_infinity_on_edge_cases(edge_wh: Path) -> Non
     assert nonfinite_columns(edge_wh) == {}
 
 
+@pytest.mark.slow  # every relation over the whole corpus (the edge cases run in make check)
 def test_no_relation_returns_nan_or_infinity_on_the_corpus(corpus_wh: Path) -> None:
     assert nonfinite_columns(corpus_wh) == {}
 

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from etl.load.ingest import PARALLEL_BYTES
 from tests.conftest import ETL, ROOT, corpus_path, query_json
 
@@ -79,6 +81,7 @@ def _gone_soon(pids: list[int], seconds: float = 10) -> bool:
     return False
 
 
+@pytest.mark.slow  # a generated trace of TRACE_MB MB, ingested and killed KILLS times
 def test_sigkill_at_random_points_never_leaves_half_a_run(tmp_path: Path) -> None:
     run = _big_run(tmp_path)
     wh = tmp_path / "wh"

@@ -322,6 +322,7 @@ def republish_while_reading(runs: Path, reference: dict[str, dict[str, int]],
     return readers
 
 
+@pytest.mark.slow  # REPUBLISHES publishes while readers poll
 def test_duckdb_shell_never_sees_half_a_run(runs: Path, reference: dict[str, dict[str, int]],
                                             tmp_path: Path) -> None:
     """Raw read-only connections on warehouse.duckdb, as the shell has: `runs r` and the
@@ -332,6 +333,7 @@ def test_duckdb_shell_never_sees_half_a_run(runs: Path, reference: dict[str, dic
     assert len(readers.seen) > 1
 
 
+@pytest.mark.slow  # REPUBLISHES publishes while readers poll
 def test_etl_query_never_sees_half_a_run(runs: Path, reference: dict[str, dict[str, int]],
                                          tmp_path: Path) -> None:
     """`etl query` pins one snapshot per query (xfail with raw DuckDB readers before)."""
