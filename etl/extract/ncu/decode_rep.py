@@ -42,8 +42,13 @@ with open(sys.argv[2], "wb") as fh:
 """
 
 
+ISOLATE = True  # tests that edit ncu_report in their own process read it here instead
+
+
 def read_rep(path: Path) -> NcuExport:
     """The report, read in a Python process of its own (see _READ_ALONE)."""
+    if not ISOLATE:
+        return read_rep_here(path)
     import os
     import pickle
     import subprocess

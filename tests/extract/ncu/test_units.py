@@ -27,6 +27,16 @@ HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context",
 KERNEL = '"0","7","a.out","h","k(int)","1","7","(32, 1, 1)","(4, 1, 1)","0","8.0"'
 
 
+
+@pytest.fixture(autouse=True)
+def in_this_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests hold the reader against ncu_report as this process sees it (or edit
+    ncu_report here): the report is read in this process, not in one of its own."""
+    from etl.extract.ncu import decode_rep
+
+    if "read_before" not in request.node.name:
+        monkeypatch.setattr(decode_rep, "ISOLATE", False)
+
 def ncu_report() -> Any:
     try:
         import ncu_report as module
