@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
+    from etl.analysis.whatif import WhatIf
     from etl.load.ingest import RunResult
     from etl.warehouse.compact import CompactResult
     from etl.warehouse.store import Warehouse
@@ -112,6 +113,21 @@ def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = No
     done.views_refreshed = _refresh_views(target)
     done.compaction = _compact_if_needed(target)
     return done
+
+
+def whatif(run: str, scales: Iterable[str] = (), warehouse: PathLike | None = None
+           ) -> WhatIf:
+    """What `etl whatif RUN --scale ...` computes: the run's iterations replayed with the
+    scales (etl/analysis/whatif.py says how they read). `.rows` holds one dict per device
+    and iteration (measured_ns, replayed_ns, whatif_ns, speedup_ratio), `.path` the
+    what-if's critical path by kind and name, `.notes()` what the answer rests on."""
+    from etl.analysis.whatif import what_if
+
+    con = connect(warehouse)
+    try:
+        return what_if(con, run, list(scales))
+    finally:
+        con.close()
 
 
 def default_jobs() -> int:

@@ -641,6 +641,7 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
     click.echo(f"wrote {output} ({count} events)")
 
 
-# --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
-for _command in main.commands.values():
-    _command.params.append(_debug_option())
+def accept_debug_after_commands() -> None:
+    """--debug is accepted after the subcommand too (`etl ingest runs/ --debug`)."""
+    for command in main.commands.values():
+        command.params.append(_debug_option())

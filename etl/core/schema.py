@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
           "ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
-          "gpu_samples", "memory_events")
+          "gpu_samples", "memory_events", "syncs", "critical_path_segments")
 
 
 @dataclass(frozen=True)
