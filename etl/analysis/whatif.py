@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -141,7 +141,7 @@ class WhatIf:
 
     def notes(self) -> list[str]:
         """What the rows rest on, in words (the table's notes)."""
-        from etl.replay.stage import UNLINKED_REMEDY, UNLINKED_WHAT
+        from etl.analysis.critical_path import UNLINKED_REMEDY, UNLINKED_WHAT
 
         out = []
         if self.whole_trace:
@@ -159,16 +159,37 @@ def what_if(con: duckdb.DuckDBPyConnection, run_name: str, texts: list[str]) -> 
     built = graph.build(inputs.read_run(con, run_id))
     ordered = engine.order(built)
     measured = engine.replay(built, ordered, built.unit_factors())
-    changed = engine.replay(built, ordered, factors(built, scales))
     before = windows.windows(built, measured.time)
-    after = windows.windows(built, changed.time)
     if not before:
         raise WhatIfError(f"run {run_name!r} has no iteration window (no kernel on a device): "
                           "nothing to replay")
+    replayer = engine.Replayer(built, ordered, factors(built, scales))
     recorded = _measured_windows(con, run_id)
-    rows = [_row(run_name, b, a, recorded) for b, a in zip(before, after)]
-    path = _path_summary(built, changed, after)
-    return WhatIf(rows, path, all(w.boundary == "whole_trace" for w in before), built.unlinked)
+    rows, path = [], Counter[tuple[str, str | None]]()
+    for window in before:
+        after, changed = replay_window(replayer, window)
+        rows.append(_row(run_name, window, after, recorded))
+        _add_path(path, built, changed, after)
+    return WhatIf(rows, _path_rows(path), all(w.boundary == "whole_trace" for w in before),
+                  built.unlinked)
+
+
+def replay_window(replayer: engine.Replayer, window: windows.Window
+                  ) -> tuple[windows.Window, engine.Replay]:
+    """One iteration replayed from its measured start: what came before its window keeps
+    its measured times and the window starts where it did, so that each iteration's answer
+    is its own (an iteration does not inherit the savings of the ones before it, and no
+    scale of at most 1 can lengthen it: every replayed instant is at most its measured one)."""
+    built, ordered = replayer.graph, replayer.ordered
+    first = ordered.first_at_or_after(built, window.start_ns)
+    last = int(np.flatnonzero(built.base[ordered.nodes] <= window.end_ns)[-1])
+    changed = replayer.run(first, last)
+    key = (window.source_id, window.device_id)
+    [after] = [w for w in windows.windows(built, changed.time, key)
+               if w.iteration == window.iteration]
+    # it starts where it did (the state it starts from is the measured one)
+    return replace(after, start_ns=window.start_ns,
+                   end_ns=max(after.end_ns, window.start_ns)), changed
 
 
 def _run_id(con: duckdb.DuckDBPyConnection, run_name: str) -> str:
@@ -198,14 +219,15 @@ def _row(run_name: str, before: windows.Window, after: windows.Window,
             "speedup_ratio": replayed / changed if changed > 0 else None}
 
 
-def _path_summary(built: graph.Graph, result: engine.Replay,
-                  after: list[windows.Window]) -> list[dict[str, Any]]:
+def _add_path(total: Counter[tuple[str, str | None]], built: graph.Graph,
+              result: engine.Replay, window: windows.Window) -> None:
+    segments = critical_path.walk(built, result, window)
+    for segment, name in zip(segments, critical_path.describe_all(built, segments)["name"]):
+        total[(segment.kind, None if name is None else str(name))] += segment.dur_ns
+
+
+def _path_rows(total: Counter[tuple[str, str | None]]) -> list[dict[str, Any]]:
     """The what-if's critical path over all windows: time by kind and name, largest first."""
-    total: Counter[tuple[str, str | None]] = Counter()
-    for window in after:
-        for segment in critical_path.walk(built, result, window):
-            name = critical_path.describe(built, segment)["name"]
-            total[(segment.kind, None if name is None else str(name))] += segment.dur_ns
     whole = sum(total.values()) or 1
     return [{"segment_kind": kind, "name": name, "dur_ns": ns, "path_share": ns / whole}
             for (kind, name), ns in total.most_common()]

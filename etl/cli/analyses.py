@@ -1,11 +1,59 @@
-"""`etl whatif`: the replay's answers on the command line."""
+"""`etl whatif` and `etl critical-path`: the replay's answers on the command line."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
 
 from etl.cli.commands import main, warehouse_option
+
+NAMES_THE_PATH = re.compile(r"(?i)\bcritical_path")
+
+
+@main.command("critical-path")
+@click.argument("runs", nargs=-1)
+@warehouse_option
+def critical_path(runs: tuple[str, ...], warehouse_dir: Path) -> None:
+    """Compute the critical path of RUNS (default: every run without one yet) and keep it:
+    the views critical_path and critical_path_summary read it.
+
+    Each iteration's end is followed back to its start along what bound it in the replay
+    of the run's dependency graph. `etl query` and `etl report` compute it for the runs
+    they read when it is missing; the DuckDB shell shows the runs computed so far.
+
+    \b
+    Example:
+      etl critical-path
+      etl query "SELECT segment_kind, sum(path_share) FROM critical_path_summary
+                 WHERE run_name = 'resnet_amp_eager' AND iteration = 3 GROUP BY ALL"
+    """
+    from etl.api import critical_path as compute
+
+    done = compute(list(runs) or None, warehouse_dir)
+    missing = sorted(set(runs) - set(done.runs) - set(done.kept))
+    if missing:
+        raise click.ClickException(f"no run named {', '.join(missing)} (etl runs lists them)")
+    click.echo(f"critical path computed for {_count(done.runs, 'run')}"
+               f"{f', kept from before for {len(done.kept)}' if done.kept else ''}")
+    for note in done.notes():
+        click.echo(f"note: {note}")
+
+
+def compute_paths_named_in(sql: str, warehouse_dir: Path) -> None:
+    """Before a query that reads the critical path: compute it where it is missing."""
+    if not NAMES_THE_PATH.search(sql):
+        return
+    from etl.api import critical_path as compute
+
+    done = compute(None, warehouse_dir)
+    if done.runs:
+        click.echo(f"computed the critical path of {_count(done.runs, 'run')} (kept for "
+                   "later queries: etl critical-path)", err=True)
+
+
+def _count(items: list[str], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
 @main.command()

@@ -224,6 +224,9 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
         report.print_rows(columns, rows, fmt, None if all_rows else limit)
         return
 
+    from etl.cli.analyses import compute_paths_named_in
+
+    compute_paths_named_in(sql, warehouse_dir)
     if output is not None:
         if fmt == "table":
             raise EtlError("-o writes parquet, csv or json: add --format parquet (or csv, json)")

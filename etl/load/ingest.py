@@ -38,12 +38,11 @@ from etl.warehouse.store import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
 def extractor_version() -> str:
-    """Code version plus a digest of the data that shapes the rows (field maps, the metric
-    catalog, the replay's call roles): a change re-ingests unchanged inputs."""
+    """Code version plus a digest of the field maps and metric catalog (data that changes
+    the rows): a change re-ingests unchanged inputs."""
     import hashlib
 
-    files = sorted((DATA_DIR / "extract").rglob("*.toml")) + sorted(
-        (DATA_DIR / "replay").glob("*.toml"))
+    files = sorted((DATA_DIR / "extract").rglob("*.toml"))
     data = b"".join(p.read_bytes() for p in files)
     return f"etl-{__version__}/data-{hashlib.sha256(data).hexdigest()[:10]}"
 
@@ -203,7 +202,7 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
         writers["anomalies"].write(counters.anomalies)
     if set_aside:
         writers["anomalies"].write(_refused_anomalies(set_aside))
-    for name in ("host_events", "kernels", "syncs"):  # read back by the matcher, the replay
+    for name in ("host_events", "kernels"):  # read back by the matcher
         writers[name].close()
     has_ncu = counters.tables["ncu_kernels"].num_rows > 0
     kernels, host = _match_inputs(staged, sources) if has_ncu else (None, None)
@@ -214,9 +213,6 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     writers["anomalies"].write(_placement_anomalies(preference))
     for name, table in small.items():
         writers[name].write(table)
-    critical = _measured_critical_path(staged, small, key)
-    writers["critical_path_segments"].write(critical.segments)
-    writers["anomalies"].write(_anomaly_rows(critical.anomalies))
     for name in RUN_TABLES:
         if name not in ("host_events", "kernels"):
             writers[name].close()  # a table nothing wrote to is a zero-row file
@@ -512,28 +508,6 @@ def _run_summary_selection(staged: Path, small: dict[str, Any], key: RunKey
         "memory_events": _stamped(_empty_table("memory_events"), key)})
 
 
-def _measured_critical_path(staged: Path, small: dict[str, Any], key: RunKey) -> Any:
-    """The critical path of every iteration window, replayed over the staged tables."""
-    import duckdb
-
-    from etl.replay.stage import measured_critical_path
-
-    con = duckdb.connect()
-    try:
-        for table in ("host_events", "kernels", "syncs"):
-            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet("
-                        f"{_quoted(staged / (table + '.parquet'))})")
-        con.register("iterations", _stamped(small["iterations"], key)
-                     if "iterations" in small else _stamped(_empty_table("iterations"), key))
-        return measured_critical_path(con, key.run_id)
-    finally:
-        con.close()
-
-
-def _quoted(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def _stamped(table: Any, key: RunKey) -> Any:
     """A small table with the run's constant columns (run_id, publish_id)."""
     import pyarrow as pa
@@ -542,20 +516,6 @@ def _stamped(table: Any, key: RunKey) -> Any:
         if column not in table.column_names:
             table = table.append_column(column, pa.repeat(pa.scalar(value), table.num_rows))
     return table
-
-
-def _anomaly_rows(found: list[tuple[str, str]]) -> Any:
-    import pyarrow as pa
-
-    n = len(found)
-    return pa.table({
-        "source_id": pa.nulls(n, pa.int32()),
-        "kind": pa.array([k for k, _ in found], pa.string()),
-        "event_id": pa.nulls(n, pa.int64()),
-        "detail": pa.array([d for _, d in found], pa.string()),
-        "ncu_source_id": pa.nulls(n, pa.int32()),
-        "ncu_id": pa.nulls(n, pa.int64()),
-    })
 
 
 def _placement_anomalies(preference: Preference) -> Any:

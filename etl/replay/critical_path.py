@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 from etl.replay.engine import Replay
 from etl.replay.graph import (AWAIT, CALL_END, CALL_START, COMM, END, GPU, HOST, LAUNCH,
@@ -31,6 +33,7 @@ from etl.replay.windows import Window
 KINDS = ("host", "launch", "queue", "gpu", "sync_wait", "comm_wait")
 _EDGE_KIND = {HOST: "host", LAUNCH: "launch", STREAM: "queue", WAIT: "queue", GPU: "gpu",
               AWAIT: "sync_wait", COMM: "gpu"}
+_EDGE_KIND_LIST = [_EDGE_KIND[i] for i in range(len(_EDGE_KIND))]
 
 
 @dataclass(frozen=True)
@@ -46,82 +49,139 @@ def walk(graph: Graph, result: Replay, window: Window) -> list[Segment]:
     if window.end_node < 0:  # a window of one step marker's measured span, nothing in it
         return [Segment("host", window.start_ns, window.length_ns, -1)] if window.length_ns \
             else []
+    g, r = _lists(graph), _replay_lists(result)
+    time, binding = r["time"], r["binding"]
     out: list[Segment] = []
-    cursor, node = window.end_ns, window.end_node
-    time, binding = result.time, result.binding
+    node, first = window.end_node, window.start_ns
     # a window's end past its last node (the latest event of a trace without steps is one
     # the graph does not hold): host time
-    cursor = _cut(out, "host", int(time[node]), cursor, window, -1)
-    while cursor > window.start_ns:
-        edge = int(binding[node])
+    cursor = _cut(out, "host", time[node], window.end_ns, first, -1)
+    while cursor > first:
+        edge = binding[node]
         if edge < 0:  # at its floor: the start of a thread, or an unlaunched activity
-            kind = "launch" if graph.kind[node] == START else "host"
-            out.append(Segment(kind, window.start_ns, cursor - window.start_ns, node))
+            out.append(Segment("launch" if g["kind"][node] == START else "host", first,
+                               cursor - first, node))
             break
-        src = int(graph.src[edge])
-        if graph.etype[edge] == COMM and _other_rank(graph, src, node):
-            own = int(graph.activity_nodes[graph.ref[node], 0])
-            cursor = _cut(out, "gpu", time[src], cursor, window, node)
-            cursor = _cut(out, "comm_wait", time[own], cursor, window, node)
+        src = g["src"][edge]
+        if g["etype"][edge] == COMM and g["source"][src] != g["source"][node]:
+            own = g["own_start"][node]  # the path stays on this rank
+            cursor = _cut(out, "gpu", time[src], cursor, first, node)
+            cursor = _cut(out, "comm_wait", time[own], cursor, first, node)
             node = own
             continue
-        kind = _kind(graph, edge, node)
-        cursor = _cut(out, kind, int(time[src]), cursor, window, node)
+        kind = _EDGE_KIND_LIST[g["etype"][edge]]
+        if kind == "host" and node in graph.unlinked_ends:
+            kind = "sync_wait"
+        cursor = _cut(out, kind, time[src], cursor, first, node)
         node = src
     out.reverse()
     return out
 
 
-def _other_rank(graph: Graph, src: int, node: int) -> bool:
-    """A COMM edge from another source's start."""
-    gpu = graph.events.gpu
-    return bool(gpu["source_id"][graph.ref[src]] != gpu["source_id"][graph.ref[node]])
+def _lists(graph: Graph) -> dict[str, list[int]]:
+    """The graph's arrays the walk reads, as Python lists (made once per graph)."""
+    cached = getattr(graph, "_walk_lists", None)
+    if cached is None:
+        source = np.full(len(graph.base), -1, np.int64)
+        gpu = graph.events.gpu
+        acts = graph.activity_nodes
+        if len(acts):
+            source[acts[:, 0]] = gpu["source_id"]
+            source[acts[:, 1]] = gpu["source_id"]
+        own_start = np.full(len(graph.base), -1, np.int64)
+        if len(acts):
+            own_start[acts[:, 1]] = acts[:, 0]
+        cached = {"src": graph.src.tolist(), "etype": graph.etype.tolist(),
+                  "kind": graph.kind.tolist(), "source": source.tolist(),
+                  "own_start": own_start.tolist()}
+        graph._walk_lists = cached  # type: ignore[attr-defined]
+    return cached
 
 
-def _kind(graph: Graph, edge: int, node: int) -> str:
-    kind = _EDGE_KIND[int(graph.etype[edge])]
-    if kind == "host" and graph.point[node] == CALL_END and _unlinked_wait(graph, node):
-        return "sync_wait"
-    return kind
+def _replay_lists(result: Replay) -> dict[str, list[int]]:
+    cached = getattr(result, "_walk_lists", None)
+    if cached is None:
+        cached = {"time": result.time.tolist(), "binding": result.binding.tolist()}
+        result._walk_lists = cached  # type: ignore[attr-defined]
+    return cached
 
 
-def _unlinked_wait(graph: Graph, node: int) -> bool:
-    """The end of a synchronize whose awaited work the trace does not name."""
-    return int(graph.ref[node]) in graph.unlinked_calls
-
-
-def _cut(out: list[Segment], kind: str, begin: int, cursor: int, window: Window,
-         node: int) -> int:
-    """Add [max(begin, window start), cursor] when not empty; the new cursor."""
-    begin = max(int(begin), window.start_ns)
+def _cut(out: list[Segment], kind: str, begin: int, cursor: int, first: int, node: int) -> int:
+    """Add [max(begin, first), cursor] when not empty; the new cursor."""
+    begin = max(begin, first)
     if begin < cursor:
         out.append(Segment(kind, begin, cursor - begin, node))
         return begin
     return cursor
 
 
-def describe(graph: Graph, segment: Segment) -> dict[str, Any]:
-    """name, layer and kernel_type of the segment: the activity for GPU-side segments; for
-    host ones the op that launched the call's work, else the call or the step marker."""
-    node = segment.node
-    if node < 0:
-        return {"name": None, "layer": None, "kernel_type": None}
+def describe_all(graph: Graph, segments: list[Segment]) -> dict[str, list[Any]]:
+    """name, layer and kernel_type of each segment (lists, in the segments' order): the
+    activity for GPU-side segments (launch: the op that launched it, else the kernel); for
+    host time the op or annotation of its thread holding most of it (else the call or step
+    marker that ends it); for a sync_wait the call."""
+    n = len(segments)
+    names: list[Any] = [None] * n
+    layers: list[Any] = [None] * n
+    types: list[Any] = [None] * n
+    if not n:
+        return {"name": names, "layer": layers, "kernel_type": types}
+    nodes = np.array([s.node for s in segments], np.int64)
+    kinds = np.array([s.kind for s in segments], object)
+    valid = nodes >= 0
+    safe = np.where(valid, nodes, 0)
+    on_gpu = valid & np.isin(graph.kind[safe], (START, END))
+    _describe_gpu(graph, np.flatnonzero(on_gpu), safe, kinds, names, layers, types)
+    host = np.flatnonzero(valid & ~on_gpu & (kinds == "host"))
+    for i, name in zip(host.tolist(), _host_names(graph, safe[host])):
+        names[i] = name
+    _describe_calls(graph, np.flatnonzero(valid & ~on_gpu & (kinds != "host")), safe, names,
+                    layers)
+    return {"name": names, "layer": layers, "kernel_type": types}
+
+
+def _describe_gpu(graph: Graph, rows: np.ndarray, nodes: np.ndarray, kinds: np.ndarray,
+                  names: list[Any], layers: list[Any], types: list[Any]) -> None:
+    gpu = graph.events.gpu
+    refs = graph.ref[nodes[rows]]
+    launch = kinds[rows] == "launch"
+    op = gpu["op_name"][refs]
+    chosen = np.where(launch & np.array([v is not None for v in op], bool), op, gpu["name"][refs])
+    for i, name, layer, kind in zip(rows.tolist(), chosen.tolist(), gpu["layer"][refs].tolist(),
+                                    gpu["kernel_type"][refs].tolist()):
+        names[i], layers[i], types[i] = name, layer, kind
+
+
+def _describe_calls(graph: Graph, rows: np.ndarray, nodes: np.ndarray, names: list[Any],
+                    layers: list[Any]) -> None:
     events = graph.events
-    ref = int(graph.ref[node])
-    if graph.kind[node] in (START, END):
-        gpu = events.gpu
-        name = gpu["op_name"][ref] if segment.kind == "launch" and gpu["op_name"][ref] \
-            else gpu["name"][ref]
-        return {"name": name, "layer": gpu["layer"][ref], "kernel_type": gpu["kernel_type"][ref]}
-    point = int(graph.point[node])
-    if point in (CALL_START, CALL_END):
-        calls = events.calls
-        launched = graph.launched_by.get(ref)
-        layer = events.gpu["layer"][launched] if launched is not None else None
-        if segment.kind == "host" and calls["op_name"][ref]:
-            return {"name": calls["op_name"][ref], "layer": layer, "kernel_type": None}
-        return {"name": calls["name"][ref], "layer": layer, "kernel_type": None}
-    if point in (MARKER_START, MARKER_END):
-        return {"name": f"step {events.markers['iteration'][ref]}", "layer": None,
-                "kernel_type": None}
-    return {"name": None, "layer": None, "kernel_type": None}
+    for i in rows.tolist():
+        node = int(nodes[i])
+        point, ref = int(graph.point[node]), int(graph.ref[node])
+        if point in (CALL_START, CALL_END):
+            names[i] = events.calls["name"][ref]
+            launched = graph.first_launched[ref]
+            layers[i] = events.gpu["layer"][launched] if launched >= 0 else None
+        elif point in (MARKER_START, MARKER_END):
+            names[i] = f"step {events.markers['iteration'][ref]}"
+
+
+def _host_names(graph: Graph, nodes: np.ndarray) -> list[str | None]:
+    """Per host segment's end node: the scope holding most of the gap before it."""
+    events = graph.events
+    point, ref = graph.point[nodes], graph.ref[nodes]
+    is_call = np.isin(point, (CALL_START, CALL_END))
+    is_marker = np.isin(point, (MARKER_START, MARKER_END))
+    threads = np.full(len(nodes), None, object)
+    fallback = np.full(len(nodes), None, object)
+    threads[is_call] = events.calls["thread_name"][ref[is_call]]
+    fallback[is_call] = events.calls["name"][ref[is_call]]
+    threads[is_marker] = events.markers["thread_name"][ref[is_marker]]
+    fallback[is_marker] = [f"step {i}" for i in events.markers["iteration"][ref[is_marker]]]
+    found = graph.scopes_holding(threads, graph.base[nodes - 1], graph.base[nodes])
+    return [f if f is not None else b for f, b in zip(found, fallback.tolist())]
+
+
+def describe(graph: Graph, segment: Segment) -> dict[str, Any]:
+    """describe_all for one segment."""
+    return {key: values[0] for key, values in describe_all(graph, [segment]).items()}

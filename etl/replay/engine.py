@@ -33,6 +33,12 @@ class Order:
     nodes: np.ndarray       # node ids in visiting order
     edge_order: np.ndarray  # edges sorted by destination
     starts: np.ndarray      # per node: first position in edge_order (CSR)
+    position: np.ndarray    # per node: its place in `nodes`
+
+    def first_at_or_after(self, graph: Graph, ns: int) -> int:
+        """The first place in the order from which every node is measured at or after ns."""
+        later = np.flatnonzero(graph.base[self.nodes] < ns)
+        return int(later[-1]) + 1 if len(later) else 0
 
 
 @dataclass
@@ -57,7 +63,9 @@ def order(graph: Graph) -> Order:
         visit = _kahn(graph)
     by_dst = np.argsort(graph.dst, kind="stable")
     starts = np.searchsorted(graph.dst[by_dst], np.arange(n + 1))
-    return Order(visit, by_dst, starts)
+    position = np.empty(n, np.int64)
+    position[visit] = np.arange(n)
+    return Order(visit, by_dst, starts, position)
 
 
 def _kahn(graph: Graph) -> np.ndarray:
@@ -90,27 +98,73 @@ def _kahn(graph: Graph) -> np.ndarray:
     return np.array(visit, np.int64)
 
 
+class Replayer:
+    """A graph replayed with one set of factors: whole, or a range of its order at a time
+    (the nodes outside the range keep their measured times). The graph's arrays are turned
+    into Python lists once, so that a range costs its own nodes and edges, not the graph's."""
+
+    def __init__(self, graph: Graph, ordered: Order, factors: np.ndarray) -> None:
+        self.graph, self.ordered = graph, ordered
+        self.weight = graph.weights(factors)[ordered.edge_order].tolist()
+        self.src = graph.src[ordered.edge_order].tolist()
+        self.starts = ordered.starts.tolist()
+        self.floor = graph.floor.tolist()
+        self.order = ordered.nodes.tolist()
+        self.base = graph.base.tolist()
+        self.time = list(self.base)  # the range being replayed; measured elsewhere
+
+    def run(self, first: int = 0, last: int | None = None) -> Replay:
+        """Times of the nodes at places first..last of the order (all by default)."""
+        last = len(self.order) - 1 if last is None else last
+        nodes = self.order[first:last + 1]
+        time, src, weight, starts, floor = (self.time, self.src, self.weight, self.starts,
+                                            self.floor)
+        bound: list[int] = []
+        for v in nodes:
+            best, edge = floor[v], -1
+            for e in range(starts[v], starts[v + 1]):
+                t = time[src[e]] + weight[e]
+                if t > best:
+                    best, edge = t, e
+            time[v] = best
+            bound.append(edge)
+        result = self._result(nodes, bound)
+        for v in nodes:  # back to measured for the next range
+            time[v] = self.base[v]
+        return result
+
+    def _result(self, nodes: list[int], bound: list[int]) -> Replay:
+        at = np.array(nodes, np.int64)
+        times = self.graph.base.copy()
+        times[at] = [self.time[v] for v in nodes]
+        binding = np.full(len(times), -1, np.int64)
+        edges = np.array(bound, np.int64)
+        binding[at] = np.where(edges >= 0, self.ordered.edge_order[np.maximum(edges, 0)], -1)
+        return Replay(times, binding)
+
+
 def replay(graph: Graph, ordered: Order, factors: np.ndarray) -> Replay:
     """Every node's time with the durations scaled by `factors` (Graph.unit_factors()
     gives the measured ones)."""
-    weight = graph.weights(factors)[ordered.edge_order].tolist()
-    src = graph.src[ordered.edge_order].tolist()
-    starts = ordered.starts.tolist()
-    floor = graph.floor.tolist()
-    time = [0] * len(floor)
-    binding = [-1] * len(floor)
-    for v in ordered.nodes.tolist():
-        best, bound = floor[v], -1
-        for e in range(starts[v], starts[v + 1]):
-            t = time[src[e]] + weight[e]
-            if t > best:
-                best, bound = t, e
-        time[v] = best
-        binding[v] = bound
-    edge_of = ordered.edge_order
-    bound_edges = np.array(binding, np.int64)
-    return Replay(np.array(time, np.int64),
-                  np.where(bound_edges >= 0, edge_of[np.maximum(bound_edges, 0)], -1))
+    return Replayer(graph, ordered, factors).run()
+
+
+def measured(graph: Graph, ordered: Order) -> Replay:
+    """The replay with the measured durations without visiting the nodes: every node takes
+    its measured time (the graph is built so), and the edge that binds it is the first of
+    its in-edges (in the replay's order) whose source time + weight reaches it and passes
+    its floor, as replay() would choose."""
+    weight = graph.weights(graph.unit_factors())[ordered.edge_order]
+    src = graph.src[ordered.edge_order]
+    dst = graph.dst[ordered.edge_order]
+    reach = graph.base[src] + weight
+    binds = (reach == graph.base[dst]) & (reach > graph.floor[dst])
+    first = np.full(len(graph.base), len(dst), np.int64)
+    np.minimum.at(first, dst[binds], np.flatnonzero(binds))
+    found = first < len(dst)
+    binding = np.full(len(graph.base), -1, np.int64)
+    binding[found] = ordered.edge_order[first[found]]
+    return Replay(graph.base.copy(), binding)
 
 
 def unreached(graph: Graph, result: Replay) -> np.ndarray:

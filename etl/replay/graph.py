@@ -53,6 +53,7 @@ THREAD_START, CALL_START, CALL_END, MARKER_START, MARKER_END, THREAD_END = range
 # factor slots: FIXED never scales; then one per source for its host time; then one per
 # GPU activity (Graph.host_slot, Graph.activity_slot)
 FIXED = 0
+MAX_SCOPE_LOOKBACK = 256  # scopes looked back at to name a host gap
 _COLLECTIVE = re.compile(r"(?i)(all_?reduce|all_?gather|reduce_?scatter|broadcast|"
                          r"all_?to_?all|send_?recv|reduce|send|recv)")
 
@@ -75,8 +76,10 @@ class Graph:
     marker_nodes: np.ndarray    # per marker: start and end node
     activity_nodes: np.ndarray  # per activity: start and end node
     source_nodes: dict[int, np.ndarray]  # per source: its nodes
-    launched_by: dict[int, int]          # top-level call → the first activity it launched
-    unlinked_calls: set[int]             # blocking calls whose awaited work is not named
+    first_launched: np.ndarray           # per call: the first activity its top-level call
+                                         # (or a call in it) launched; -1 for none
+    unlinked_ends: set[int]              # end nodes of blocking calls whose awaited work
+                                         # the trace does not name
     host_slot: dict[int, int]            # source id → the factor slot of its host time
     unlinked: Counter[str] = field(default_factory=Counter)
 
@@ -92,6 +95,36 @@ class Graph:
         """Factors that replay the measured durations: one per slot (FIXED, each source's
         host time, each activity)."""
         return np.ones(self.first_activity_slot + self.activities, dtype=np.float64)
+
+    def scopes_holding(self, threads: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                       ) -> list[str | None]:
+        """Per [start, end] of a thread, the scope (op, annotation) that holds most of it,
+        the outermost of those that hold as much (an op rather than its callees); None
+        where no scope overlaps it. The scopes looked at are the MAX_SCOPE_LOOKBACK that
+        start last before `end`."""
+        scopes = self.events.scopes
+        out: list[str | None] = [None] * len(threads)
+        rows = _ranges(scopes["thread_name"]) if len(scopes) else {}
+        for thread in set(threads.tolist()):
+            mine = np.flatnonzero(threads == thread)
+            lo, hi = rows.get(thread, (0, 0))
+            if hi == lo:
+                continue
+            begin, finish = scopes["ts_ns"][lo:hi], scopes["end_ns"][lo:hi]
+            stop = np.searchsorted(begin, ends[mine], side="left")
+            best = np.zeros(len(mine), np.int64)
+            pick = np.full(len(mine), -1, np.int64)
+            for back in range(min(MAX_SCOPE_LOOKBACK, hi - lo), 0, -1):  # outermost first
+                at = stop - back
+                ok = at >= 0
+                at = np.maximum(at, 0)
+                overlap = np.minimum(finish[at], ends[mine]) - np.maximum(begin[at], starts[mine])
+                better = ok & (overlap > best)
+                best[better], pick[better] = overlap[better], at[better]
+            for i, j in zip(mine.tolist(), pick.tolist()):
+                if j >= 0:
+                    out[i] = str(scopes["name"][lo + j])
+        return out
 
     def weights(self, factors: np.ndarray) -> np.ndarray:
         scaled = np.rint(self.scaled * factors[self.slot]).astype(np.int64)
@@ -116,13 +149,14 @@ def build(events: RunEvents) -> Graph:
     _start_edges(edges, _start_sources(index, host, acts, events, unlinked), gpu, acts,
                  nodes.base(), floor)
     _duration_edges(edges, gpu, acts, first_activity, unlinked)
-    own = _own_activities(index)
+    own = _Own(index)
     unlinked_calls = _host_edges(edges, host, index, events, acts, own, host_slot, unlinked)
     src, dst, const, scaled, slot, etype = edges.arrays()
     return Graph(nodes.base(), floor, nodes.cat("kind", np.int8), nodes.cat("point", np.int8),
                  nodes.cat("ref", np.int64), src, dst, const, scaled, slot, etype, events, top,
                  host.markers, acts, _by_source(nodes, events, host, acts),
-                 {c: min(k) for c, k in own.items()}, unlinked_calls, host_slot, unlinked)
+                 own.first_of_calls(len(calls)), {int(host.call_end[c]) for c in unlinked_calls},
+                 host_slot, unlinked)
 
 
 class _Nodes:
@@ -279,6 +313,23 @@ def _activity_nodes(nodes: _Nodes, gpu: Columns) -> np.ndarray:
     return np.stack([starts, ends], axis=1) if len(gpu) else np.zeros((0, 2), np.int64)
 
 
+def _key(source: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """One int64 per (source, id): sources are few, ids below 2^48 (NONE stays apart)."""
+    return np.where(value == NONE, NONE, (source.astype(np.int64) << 48) + value)
+
+
+def _lookup(keys: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per wanted key, the index of the first equal key (-1 when none)."""
+    order = np.argsort(keys, kind="stable")
+    at = np.searchsorted(keys[order], wanted, side="left")
+    at = np.minimum(at, max(len(keys) - 1, 0))
+    found = np.full(len(wanted), -1, np.int64)
+    if len(keys):
+        hit = (keys[order][at] == wanted) & (wanted != NONE)
+        found[hit] = order[at[hit]]
+    return found
+
+
 class _Index:
     """Lookups the edges need: each activity's launch call and launch time, calls by
     correlation id, syncs by correlation id, activities by stream in launch order."""
@@ -286,19 +337,14 @@ class _Index:
     def __init__(self, events: RunEvents, top: np.ndarray) -> None:
         calls, gpu = events.calls, events.gpu
         self.events, self.top = events, top
-        by_event = {(s, e): i for i, (s, e) in enumerate(zip(calls["source_id"].tolist(),
-                                                           calls["event_id"].tolist()))}
-        self.launch = np.array([by_event.get(k, -1) for k in
-                                zip(gpu["source_id"].tolist(), gpu["launch_event_id"].tolist())],
-                               dtype=np.int64)
+        self.launch = _lookup(_key(calls["source_id"], calls["event_id"]),
+                              _key(gpu["source_id"], gpu["launch_event_id"]))
         self.launch_ts = gpu["ts_ns"].copy() if len(gpu) else np.array([], np.int64)
         launched = self.launch >= 0
         self.launch_ts[launched] = calls["ts_ns"][self.launch[launched]]
-        self.by_correlation: dict[tuple[int, int], list[int]] = {}
-        for i, key in enumerate(zip(calls["source_id"].tolist(),
-                                    calls["correlation_id"].tolist())):
-            if key[1] != NONE:
-                self.by_correlation.setdefault(key, []).append(i)
+        correlation = _key(calls["source_id"], calls["correlation_id"])
+        self.correlation_order = np.argsort(correlation, kind="stable")
+        self.correlation_sorted = correlation[self.correlation_order]
         self.syncs_by_correlation: dict[tuple[int, int], list[int]] = {}
         syncs = events.syncs
         for i, key in enumerate(zip(syncs["source_id"].tolist(),
@@ -309,23 +355,25 @@ class _Index:
     def _streams(self, gpu: Columns) -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]]:
         """Per (source, device, stream): its activities in launch order, and their launch
         times."""
-        out: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
         placed = np.flatnonzero(gpu["stream_id"] != NONE) if len(gpu) else np.array([], int)
-        keys = list(zip(gpu["source_id"][placed].tolist(), gpu["device_id"][placed].tolist(),
-                        gpu["stream_id"][placed].tolist()))
-        groups: dict[tuple[int, int, int], list[int]] = {}
-        for k, key in zip(placed.tolist(), keys):
-            groups.setdefault(key, []).append(k)
-        for key, members in groups.items():
-            rows = np.array(members, np.int64)
-            rows = rows[np.lexsort((rows, self.launch_ts[rows]))]
-            out[key] = (rows, self.launch_ts[rows])
-        return out
+        key = np.stack([gpu["source_id"][placed], gpu["device_id"][placed],
+                        gpu["stream_id"][placed]], axis=1) if len(placed) else np.zeros((0, 3))
+        order = np.lexsort((placed, self.launch_ts[placed], key[:, 2], key[:, 1], key[:, 0]))
+        rows, key = placed[order], key[order]
+        bounds = np.flatnonzero(np.any(key[1:] != key[:-1], axis=1)) + 1
+        return {(int(key[lo][0]), int(key[lo][1]), int(key[lo][2])):
+                (rows[lo:hi], self.launch_ts[rows[lo:hi]])
+                for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(rows)]) if hi > lo}
 
     def call(self, source: int, correlation: int, inside: int | None = None) -> int | None:
         """The call of `source` with this correlation id (the one whose span holds `inside`
         when several carry it)."""
-        found = self.by_correlation.get((source, correlation), [])
+        if correlation == NONE:
+            return None
+        key = _key(np.array([source]), np.array([correlation]))[0]
+        lo = int(np.searchsorted(self.correlation_sorted, key, side="left"))
+        hi = int(np.searchsorted(self.correlation_sorted, key, side="right"))
+        found = self.correlation_order[lo:hi].tolist()
         if inside is not None and len(found) > 1:
             calls = self.events.calls
             holding = [c for c in found if calls["ts_ns"][c] <= inside <= calls["end_ns"][c]]
@@ -370,9 +418,7 @@ def _start_sources(index: _Index, host: _HostPoints, acts: np.ndarray, events: R
                    unlinked: Counter[str]) -> _Sources:
     """What each activity's start waits for: its launch, its stream predecessor, and the
     work a cudaStreamWaitEvent before its launch awaits."""
-    found = _Sources()
-    launched = np.flatnonzero(index.launch >= 0)
-    found.add(host.call_start[index.launch[launched]], launched, LAUNCH)
+    found = _Sources()  # on a tie the first wins: GPU-side waits before the launch
     for rows, _ in index.streams.values():
         found.add(acts[rows[:-1], 1], rows[1:], STREAM)
     syncs = events.syncs
@@ -384,6 +430,8 @@ def _start_sources(index: _Index, host: _HostPoints, acts: np.ndarray, events: R
             unlinked["stream_wait_event"] += 1
         elif pair[0] is not None and pair[1] is not None:
             found.add([acts[pair[0], 1]], [pair[1]], WAIT)
+    launched = np.flatnonzero(index.launch >= 0)
+    found.add(host.call_start[index.launch[launched]], launched, LAUNCH)
     return found
 
 
@@ -498,12 +546,13 @@ def _collectives(gpu: Columns, unlinked: Counter[str]) -> list[np.ndarray]:
 
 
 def _host_edges(edges: _Edges, host: _HostPoints, index: _Index, events: RunEvents,
-                acts: np.ndarray, own: dict[int, list[int]], host_slot: dict[int, int],
+                acts: np.ndarray, own: _Own, host_slot: dict[int, int],
                 unlinked: Counter[str]) -> set[int]:
     """HOST edges of every thread, and AWAIT edges into the end of each blocking call whose
     awaited work the trace names; returns the blocking calls it does not name."""
     gap = host.chain_gap.copy()
-    into = {int(d): i for i, d in enumerate(host.chain_dst)}
+    into = np.full(int(host.chain_dst.max()) + 1 if len(host.chain_dst) else 0, -1, np.int64)
+    into[host.chain_dst] = np.arange(len(host.chain_dst))
     calls = events.calls
     roles = _roles(calls)
     _observed_blocking_copies(roles, own, events)
@@ -523,41 +572,64 @@ def _host_edges(edges: _Edges, host: _HostPoints, index: _Index, events: RunEven
             gap[into[end_node]] = 0
         latency = int(calls["end_ns"][c]) - latest if waited else 0
         edges.add(acts[awaited, 1], np.full(len(awaited), end_node), latency, 0, FIXED, AWAIT)
-    slot = np.array([host_slot[s] for s in host.chain_source.tolist()], np.int64)
+    slots = np.zeros(max(host_slot, default=-1) + 1, np.int64)
+    for source, slot in host_slot.items():
+        slots[source] = slot
     # a gap the clocks make negative (a marker timed across a call) stays a constant
-    edges.add(host.chain_src, host.chain_dst, np.minimum(gap, 0), np.maximum(gap, 0), slot,
-              HOST)
+    edges.add(host.chain_src, host.chain_dst, np.minimum(gap, 0), np.maximum(gap, 0),
+              slots[host.chain_source] if len(host.chain_source) else 0, HOST)
     return not_named
 
 
 def _roles(calls: Columns) -> np.ndarray:
-    names = calls["name"]
-    roles = {name: role_of(str(name)) or "" for name in set(names.tolist())}
-    return np.array([roles[n] for n in names.tolist()], dtype=object)
+    """Each call's role in calls.toml ('' for none), by its distinct names."""
+    if not len(calls):
+        return np.array([], object)
+    index, names = calls.coded("name")
+    return np.array([role_of(str(n)) or "" for n in names], object)[index]
 
 
-def _observed_blocking_copies(roles: np.ndarray, own: dict[int, list[int]],
-                              events: RunEvents) -> None:
+class _Own:
+    """The activities each top-level call launched (itself or through a call inside it)."""
+
+    def __init__(self, index: _Index) -> None:
+        launched = np.flatnonzero(index.launch >= 0)
+        owner = index.top[index.launch[launched]]
+        order = np.lexsort((launched, owner))
+        self.owner, self.activity = owner[order], launched[order]
+
+    def of(self, call: int) -> np.ndarray:
+        lo = int(np.searchsorted(self.owner, call, side="left"))
+        hi = int(np.searchsorted(self.owner, call, side="right"))
+        return self.activity[lo:hi]
+
+    def first_of_calls(self, calls: int) -> np.ndarray:
+        """Per call index, the first activity its owner launched (-1 for none)."""
+        first = np.full(calls, -1, np.int64)
+        starts = np.r_[True, self.owner[1:] != self.owner[:-1]] if len(self.owner) else []
+        first[self.owner[starts]] = self.activity[starts]
+        return first
+
+
+def _observed_blocking_copies(roles: np.ndarray, own: _Own, events: RunEvents) -> None:
     """A copy call that returned only after its own copy ended waited for it: CUDA runs a
     copy from pageable host memory synchronously, cudaMemcpyAsync included, and the trace
     does not say which memory it was, but the call's end does."""
     gpu, calls = events.gpu, events.calls
-    for c, acts in own.items():
-        kinds = gpu["kind"][acts]
-        if roles[c] == "" and np.all((kinds == "memcpy") | (kinds == "memset")) and \
-                calls["end_ns"][c] >= gpu["end_ns"][acts].max():
-            roles[c] = "blocking_copy"
+    if not len(own.owner):
+        return
+    copy = np.isin(gpu["kind"][own.activity], ("memcpy", "memset"))
+    calls_of = np.unique(own.owner)
+    all_copies = np.ones(len(roles), bool)
+    np.logical_and.at(all_copies, own.owner, copy)
+    last_end = np.full(len(roles), NONE, np.int64)
+    np.maximum.at(last_end, own.owner, gpu["end_ns"][own.activity])
+    blocking = calls_of[(roles[calls_of] == "") & all_copies[calls_of]
+                        & (calls["end_ns"][calls_of] >= last_end[calls_of])]
+    roles[blocking] = "blocking_copy"
 
 
-def _own_activities(index: _Index) -> dict[int, list[int]]:
-    """Per top-level call, the activities it (or a call inside it) launched."""
-    own: dict[int, list[int]] = {}
-    for k in np.flatnonzero(index.launch >= 0).tolist():
-        own.setdefault(int(index.top[index.launch[k]]), []).append(k)
-    return own
-
-
-def _awaited(c: int, role: str, index: _Index, own: dict[int, list[int]],
+def _awaited(c: int, role: str, index: _Index, own: _Own,
              unlinked: Counter[str]) -> np.ndarray | None:
     """The activities a top-level blocking call waits for; None when nothing names them."""
     calls, syncs = index.events.calls, index.events.syncs
@@ -565,7 +637,7 @@ def _awaited(c: int, role: str, index: _Index, own: dict[int, list[int]],
     if role == "stream_wait":
         return None
     if role == "blocking_copy":
-        return np.array(own.get(c, []), np.int64)
+        return own.of(c)
     if role == "device_sync":
         found = [index.last_before(key, start) for key in index.streams if key[0] == source]
         return np.array([k for k in found if k is not None], np.int64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,9 +42,11 @@ def role_of(name: str) -> str | None:
 
 @dataclass
 class Columns:
-    """A query's result as numpy arrays (integers with NONE for NULL, text as objects)."""
+    """A query's result as numpy arrays: integers with NONE for NULL; text as objects (each
+    distinct value one shared str), with its dictionary codes kept for grouping by it."""
 
     data: dict[str, np.ndarray]
+    codes: dict[str, tuple[np.ndarray, list[str | None]]] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.data[name]
@@ -52,8 +54,9 @@ class Columns:
     def __len__(self) -> int:
         return len(next(iter(self.data.values()))) if self.data else 0
 
-    def take(self, rows: np.ndarray) -> Columns:
-        return Columns({k: v[rows] for k, v in self.data.items()})
+    def coded(self, name: str) -> tuple[np.ndarray, list[str | None]]:
+        """(code per row, the distinct values) of a text column."""
+        return self.codes[name]
 
 
 @dataclass
@@ -64,6 +67,7 @@ class RunEvents:
     markers: Columns    # iteration step markers on their thread
     threads: Columns    # per (source, thread): first start, last end of any host event
     iterations: Columns  # every iteration row (boundary, start, end)
+    scopes: Columns     # ops and annotations (not step markers): what host time is spent in
 
 
 # a thread of a source: its pid and tid (a NULL one read as '', as the links read it)
@@ -131,6 +135,15 @@ WHERE h.run_id = $run AND h.ts_ns IS NOT NULL AND h.dur_ns >= 0
 GROUP BY ALL
 ORDER BY thread_name
 """
+SCOPES = """
+SELECT """ + THREAD + """ AS thread_name, h.ts_ns, h.ts_ns + h.dur_ns AS end_ns, h.name
+FROM host_events AS h
+WHERE h.run_id = $run AND h.category IN ({scope_categories}) AND h.ts_ns IS NOT NULL
+  AND h.dur_ns >= 0
+  AND (h.source_id, h.event_id) NOT IN (
+      SELECT source_id, event_id FROM iterations WHERE run_id = $run AND event_id IS NOT NULL)
+ORDER BY thread_name, h.ts_ns, h.dur_ns DESC
+"""
 ITERATIONS = """
 SELECT source_id, rank, iteration, boundary, start_ns, end_ns
 FROM iterations
@@ -147,7 +160,9 @@ def read_run(con: duckdb.DuckDBPyConnection, run_id: str) -> RunEvents:
                                          op_categories=_listed("op_categories")), params),
         gpu=_columns(con, GPU, params), syncs=_columns(con, SYNCS, params),
         markers=_columns(con, MARKERS, params), threads=_columns(con, THREADS, params),
-        iterations=_columns(con, ITERATIONS, params))
+        iterations=_columns(con, ITERATIONS, params),
+        scopes=_columns(con, SCOPES.format(scope_categories=_listed("scope_categories")),
+                        params))
 
 
 def _listed(role: str) -> str:
@@ -161,11 +176,17 @@ def _columns(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -
 
     table = con.execute(sql, params).to_arrow_table()
     data: dict[str, np.ndarray] = {}
+    codes: dict[str, tuple[np.ndarray, list[str | None]]] = {}
     for name in table.column_names:
         column = table[name]
         if pa.types.is_integer(column.type):
             data[name] = np.asarray(pc.fill_null(column.cast(pa.int64()), NONE)
                                     .to_numpy(zero_copy_only=False), dtype=np.int64)
-        else:
-            data[name] = np.asarray(column.to_numpy(zero_copy_only=False), dtype=object)
-    return Columns(data)
+            continue
+        encoded = pc.dictionary_encode(column).combine_chunks()
+        values = encoded.dictionary.to_pylist() + [None]
+        index = np.asarray(encoded.indices.fill_null(len(values) - 1)
+                           .to_numpy(zero_copy_only=False), dtype=np.int64)
+        data[name] = np.array(values, dtype=object)[index]
+        codes[name] = (index, values)
+    return Columns(data, codes)

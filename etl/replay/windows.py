@@ -38,8 +38,10 @@ class Window:
         return self.end_ns - self.start_ns
 
 
-def windows(graph: Graph, time: np.ndarray) -> list[Window]:
-    """Every iteration window of the run, for node times `time`."""
+def windows(graph: Graph, time: np.ndarray, only: tuple[int, int] | None = None
+            ) -> list[Window]:
+    """Every iteration window of the run for node times `time` (`only` a (source, device):
+    the windows of that one)."""
     events = graph.events
     gpu, its = events.gpu, events.iterations
     marker_of = {(int(s), int(i)): m for m, (s, i) in enumerate(
@@ -47,11 +49,15 @@ def windows(graph: Graph, time: np.ndarray) -> list[Window]:
     kernels = np.flatnonzero(gpu["kind"] == "kernel") if len(gpu) else np.array([], np.int64)
     out: list[Window] = []
     for source in sorted(set(its["source_id"].tolist())):
+        if only is not None and source != only[0]:
+            continue
         rows = np.flatnonzero(its["source_id"] == source)
         rows = rows[np.lexsort((its["iteration"][rows], its["end_ns"][rows],
                                 its["start_ns"][rows]))]
         mine = kernels[gpu["source_id"][kernels] == source]
         for device in sorted(set(gpu["device_id"][mine].tolist())):
+            if only is not None and device != only[1]:
+                continue
             on_device = mine[gpu["device_id"][mine] == device]
             out += _device_windows(graph, time, rows, on_device, int(device), marker_of)
     return out
@@ -113,3 +119,17 @@ def _host_span(graph: Graph, time: np.ndarray, r: int, marker_of: dict[tuple[int
     if end_node < 0:
         return int(time[start_node]), he, INFERRED
     return int(time[start_node]), int(time[end_node]), int(end_node)
+
+
+def span(graph: Graph, time: np.ndarray, source_id: int, start_ns: int, end_ns: int) -> Window:
+    """A window of any span of one source (an annotation, a profiler range): it ends at the
+    source's latest node at or before `end_ns` (a GPU end where one ties with a host
+    point)."""
+    nodes = graph.source_nodes.get(source_id, np.array([], np.int64))
+    inside = nodes[(time[nodes] <= end_ns) & (time[nodes] >= start_ns)]
+    if not len(inside):
+        return Window(source_id, None, -1, None, "span", start_ns, start_ns, -1, 0)
+    latest = time[inside].max()
+    last = inside[time[inside] == latest]
+    end_node = int(last[np.argmax(graph.kind[last])])  # END (2) before POINT (0)
+    return Window(source_id, None, -1, None, "span", start_ns, int(latest), end_node, 0)
