@@ -4,7 +4,7 @@
 -- synchronizations the trace records, collectives across ranks) replayed with the measured
 -- durations, walked back from the end of gpu_utilization's window along the edge that set
 -- each instant (etl/replay/). The segments tile the window: their dur_ns add up to
--- window_ns. Written at ingest (critical_path_segments); this view names the runs.
+-- window_ns. Kept by etl critical-path (critical_path_segments); this view names the runs.
 -- [project] The replay and the walk are this project's; the paper has no critical path.
 SELECT
     c.run_id,
