@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import os
 import warnings
-import weakref
 from collections.abc import Callable, Iterable
-from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import duckdb
 
+    from etl.analysis.critical_path import Computed
+    from etl.analysis.whatif import WhatIf
     from etl.load.ingest import RunResult
     from etl.warehouse.compact import CompactResult
     from etl.warehouse.store import Warehouse
@@ -39,30 +39,11 @@ def connect(warehouse: PathLike | None = None) -> duckdb.DuckDBPyConnection:
     later ingests may delete the files of replaced runs. `warehouse` defaults to
     $ETL_WAREHOUSE or ./warehouse, as on the command line.
     """
-    import duckdb
-
-    from etl.core.errors import WarehouseError
-    from etl.views.query import pin_snapshot
+    from etl.views.query import open_snapshot
 
     target = _warehouse(warehouse).existing()
     _refresh_views(target)
-    try:
-        con = duckdb.connect(str(target.database), read_only=True)
-    except duckdb.Error as exc:
-        raise WarehouseError(f"{target.database}: cannot open ({exc})") from None
-    lease = ExitStack()
-    try:
-        # every reference to a table opens its files: parse each footer once per connection
-        con.execute("SET parquet_metadata_cache = true")
-        lease.enter_context(target.reader_lease())  # taken before the listing it protects
-        pin_snapshot(con, target)  # union_by_name: publishes of older schemas read as well
-    except BaseException:
-        con.close()
-        lease.close()
-        raise
-    # a DuckDB connection cannot carry a close hook: the lease ends with the object
-    weakref.finalize(con, lease.close)
-    return con
+    return open_snapshot(target)
 
 
 class Ingested(list["RunResult"]):
@@ -112,6 +93,32 @@ def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = No
     done.views_refreshed = _refresh_views(target)
     done.compaction = _compact_if_needed(target)
     return done
+
+
+def whatif(run: str, scales: Iterable[str] = (), warehouse: PathLike | None = None
+           ) -> WhatIf:
+    """What `etl whatif RUN --scale ...` computes: the run's iterations replayed with the
+    scales (etl/analysis/whatif.py says how they read). `.rows` holds one dict per device
+    and iteration (measured_ns, replayed_ns, whatif_ns, speedup_ratio), `.path` the
+    what-if's critical path by kind and name, `.notes()` what the answer rests on."""
+    from etl.analysis.whatif import what_if
+
+    con = connect(warehouse)
+    try:
+        return what_if(con, run, list(scales))
+    finally:
+        con.close()
+
+
+def critical_path(runs: Iterable[str] | None = None, warehouse: PathLike | None = None
+                  ) -> Computed:
+    """Compute and keep the critical path of the runs named (all by default) that have none
+    yet: what `etl critical-path` runs, and what the views critical_path and
+    critical_path_summary read (etl/analysis/critical_path.py)."""
+    from etl.analysis.critical_path import ensure
+
+    target = _warehouse(warehouse).existing()
+    return ensure(target, None if runs is None else list(runs))
 
 
 def default_jobs() -> int:

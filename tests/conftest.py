@@ -208,3 +208,40 @@ def publish_folder(warehouse: Path, publish_id: str) -> Path | None:
 def publish_id_of(folder: Path) -> str:
     """A run's own publish folder's publish id: its name without the visible-from suffix."""
     return folder.name.rpartition(".v")[0] or folder.name
+
+
+# ---- a warehouse of every corpus trace that has a timeline (the replay's tests) ----
+
+KINETO = {"amd_trace": ("hta", "amd_trace"),
+          "alexnet": ("hta", "critical_path", "alexnet"),
+          "event_sync": ("hta", "critical_path", "cuda_event_sync_multi_stream"),
+          "df_index_resolver": ("hta", "df_index_resolver"),
+          "nccl_parser_config": ("hta", "nccl_parser_config"),
+          "negative_queue": ("hta", "negative_queue_length_values_check"),
+          "ns_resolution_trace": ("hta", "ns_resolution_trace"),
+          "control": ("hta", "trace_diff", "control"), "test": ("hta", "trace_diff", "test"),
+          "trace_file_list": ("hta", "trace_file_list"),
+          "trace_filter": ("hta", "trace_filter"), "triton_example": ("hta", "triton_example"),
+          "with_gpu_user_annotation": ("hta", "with_gpu_user_annotation"),
+          "h100_bert": ("other", "tracelens", "h100"),
+          "b200_eager": ("other", "tracelens", "b200")}
+NSYS = ("rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite",
+        "rtx3060_p4arth_vecadd_nsys2025.5.sqlite", "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite")
+
+
+@pytest.fixture(scope="session")
+def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("timelines")
+    for name, parts in KINETO.items():
+        copy_corpus_run(corpus_path(*parts), root / "runs", name)
+    for file in NSYS:
+        copy_corpus_run(corpus_path("nsys", file), root / "runs", "nsys_" + file.split("_")[0])
+    tf = root / "runs" / "tf_v100" / "plugins" / "profile" / "session"
+    tf.mkdir(parents=True)
+    for pb in corpus_path("tf").glob("*.xplane.pb"):
+        (tf / pb.name).symlink_to(pb)
+    import etl
+
+    results = etl.ingest(root / "runs", root / "wh")
+    assert {r.status for r in results} == {"ingested"}, [r.error for r in results if r.error]
+    return root / "wh"

@@ -1,7 +1,11 @@
 """The command line: click commands over the library; the only package that prints.
 
-`etl` (the installed entry point) and `python -m etl.cli` both run `main`.
+`etl` (the installed entry point) and `python -m etl.cli` both run `main`. commands.py
+holds the group and the warehouse commands, analyses.py the replay's (whatif).
 """
-from etl.cli.commands import main
+from etl.cli import analyses  # noqa: F401  (registers its commands on main)
+from etl.cli.commands import accept_debug_after_commands, main
+
+accept_debug_after_commands()
 
 __all__ = ["main"]

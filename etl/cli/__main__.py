@@ -1,4 +1,4 @@
 """`python -m etl.cli`: the same command line as the installed `etl`."""
-from etl.cli.commands import main
+from etl.cli import main
 
 main()

@@ -224,6 +224,9 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
         report.print_rows(columns, rows, fmt, None if all_rows else limit)
         return
 
+    from etl.cli.analyses import compute_paths_named_in
+
+    compute_paths_named_in(sql, warehouse_dir)
     if output is not None:
         if fmt == "table":
             raise EtlError("-o writes parquet, csv or json: add --format parquet (or csv, json)")
@@ -641,6 +644,7 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
     click.echo(f"wrote {output} ({count} events)")
 
 
-# --debug is accepted after the subcommand too (`etl ingest runs/ --debug`)
-for _command in main.commands.values():
-    _command.params.append(_debug_option())
+def accept_debug_after_commands() -> None:
+    """--debug is accepted after the subcommand too (`etl ingest runs/ --debug`)."""
+    for command in main.commands.values():
+        command.params.append(_debug_option())

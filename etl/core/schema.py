@@ -14,7 +14,11 @@ if TYPE_CHECKING:
 SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
           "ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
-          "gpu_samples", "memory_events")
+          "gpu_samples", "memory_events", "syncs")
+# tables computed from a run's tables after its publish, on demand (etl critical-path): one
+# file per run publish under <warehouse>/derived/<publish_id>/, read with the run's publish
+DERIVED_TABLES = ("critical_path_segments",)
+ALL_TABLES = TABLES + DERIVED_TABLES
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 from etl.core.errors import EtlError
 from etl.core.gpu_peaks import RELATION_DOCS
 from etl.core.resources import data_dir
-from etl.core.schema import TABLES
+from etl.core.schema import ALL_TABLES
 
 SQL_DIR = data_dir("sql") / "views"
 _FILE_RE = re.compile(r"^(?P<name>_?[a-z][a-z0-9_]*)_v(?P<version>\d+)\.sql$")
@@ -119,7 +119,7 @@ def order_views(views: list[View]) -> list[View]:
     """Topological order by parsed dependencies; unknown tables and cycles fail."""
     by_name = {v.name: v for v in views}
     stable = stable_names(views)
-    known = set(TABLES) | set(by_name) | set(stable) | set(RELATION_DOCS)
+    known = set(ALL_TABLES) | set(by_name) | set(stable) | set(RELATION_DOCS)
     ordered: list[View] = []
     state: dict[str, str] = {}
 

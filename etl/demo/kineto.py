@@ -8,7 +8,10 @@ What the three runs exercise:
 - Kineto JSON as PyTorch 2.x writes it: `ts`/`dur` in microseconds with exactly three
   decimals (integer nanoseconds underneath), relative to `baseTimeNanoseconds`; host events
   (cpu_op, python_function "nn.Module: ...", user_annotation, cuda_runtime) linked to GPU
-  activities (kernel, gpu_memcpy, gpu_memset) by `correlation`, and to ops by `External id`.
+  activities (kernel, gpu_memcpy, gpu_memset) by `correlation`, and to ops by `External id`;
+  CUPTI's synchronization records (cuda_sync: the stream a cudaStreamSynchronize waits for,
+  the event record a cudaStreamWaitEvent waits for), as with enable_cuda_sync_events, so
+  that `etl whatif` can follow the waits.
 - Iterations: five `ProfilerStep#N` spans on the main thread. The first is a slow warm-up;
   in the others kernels keep the GPU busy ~86-93% of the step (the generator sizes the
   data-loading gap at the start of each step to hit a target, see `STEADY_BUSY_TARGETS`).
@@ -51,7 +54,7 @@ NCCL_STREAM = 20
 GPU_NAME = "synthetic-A100"
 # CUPTI callback ids of the runtime calls used, as real traces report them.
 CBID = {"cudaLaunchKernel": 211, "cudaMemcpyAsync": 41, "cudaMemsetAsync": 51,
-        "cudaStreamSynchronize": 131, "cudaStreamWaitEvent": 147}
+        "cudaStreamSynchronize": 131, "cudaStreamWaitEvent": 147, "cudaEventRecord": 135}
 A100_PROPERTIES: dict[str, Any] = {
     "name": GPU_NAME, "totalGlobalMem": 85899345920, "computeMajor": 8, "computeMinor": 0,
     "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
@@ -308,12 +311,18 @@ class _Trace:
         self.enqueue("cudaLaunchKernel", "kernel", spec.name_for(self.precision), dur_ns, stream,
                      _kernel_args(spec))
 
-    def memcpy(self, name: str, num_bytes: int, bytes_per_ns: float) -> None:
-        """A pageable copy: the host call returns only once the copy is done."""
+    def memcpy(self, name: str, num_bytes: int, bytes_per_ns: float,
+               blocking: bool = True) -> None:
+        """A copy. From pageable host memory CUDA runs it synchronously: the call returns
+        only once the copy is done (blocking); loss.item()'s copy returns at once and a
+        synchronize waits for it."""
         dur_ns = round(1200 + num_bytes / bytes_per_ns * self.rng.gauss(1.0, 0.03))
         args = {"bytes": num_bytes, "memory bandwidth (GB/s)": round(num_bytes / dur_ns, 6)}
+        call = len(self.events)  # enqueue records the call, then the copy
         gpu_end = self.enqueue("cudaMemcpyAsync", "gpu_memcpy", name, dur_ns, COMPUTE_STREAM, args)
-        self.host_ns = max(self.host_ns, gpu_end + round(self.rng.uniform(1, 3) * 1000))
+        if blocking:
+            self.host_ns = max(self.host_ns, gpu_end + round(self.rng.uniform(1, 3) * 1000))
+            self.events[call]["dur"] = self.host_ns - self.events[call]["ts"]
 
     def memset(self, num_bytes: int) -> None:
         dur_ns = round(1500 + num_bytes / 800 * self.rng.gauss(1.0, 0.03))
@@ -322,17 +331,34 @@ class _Trace:
                      args)
 
     def wait_stream(self, waiting: int, on: int) -> None:
-        """cudaStreamWaitEvent: later work on `waiting` starts after `on`'s queued work."""
-        self.runtime_call("cudaStreamWaitEvent", 1, 3)
+        """cudaEventRecord on `on`, then cudaStreamWaitEvent: later work on `waiting` starts
+        after `on`'s queued work (CUPTI's record of the wait names both)."""
+        _, record = self.runtime_call("cudaEventRecord", 1, 3)
+        start, correlation = self.runtime_call("cudaStreamWaitEvent", 1, 3)
+        self.add("cuda_sync", "Stream Wait Event", DEVICE, waiting, start + 500, 1000,
+                 {"External id": self.open_ops[-1], "cuda_sync_kind": "Stream Wait Event",
+                  "wait_on_stream": on, "wait_on_cuda_event_record_corr_id": record,
+                  "wait_on_cuda_event_id": 1, "stream": waiting, "correlation": correlation,
+                  "device": DEVICE, "context": 1})
         self.stream_free_ns[waiting] = max(self.stream_free_ns.get(waiting, 0),
                                            self.stream_free_ns.get(on, 0))
 
     def synchronize(self) -> None:
-        """cudaStreamSynchronize: the host blocks until the GPU has drained every stream."""
-        start, _ = self.runtime_call("cudaStreamSynchronize", 1, 2)
+        """cudaStreamSynchronize on the compute stream: the host blocks until the GPU has
+        drained it (the DDP runs' all-reduce stream has been waited for by then). CUPTI's
+        synchronization record (cuda_sync, as PyTorch writes it with enable_cuda_sync_events)
+        says which stream."""
+        start, correlation = self.runtime_call("cudaStreamSynchronize", 1, 2)
+        call = self.events[-1]
         drained = max(self.stream_free_ns.values(), default=start)
+        wait_start = start + 1000
         self.host_ns = max(self.host_ns, drained + round(self.rng.uniform(1, 3) * 1000))
-        self.events[-1]["dur"] = self.host_ns - start  # the call just recorded lasts until then
+        call["dur"] = self.host_ns - start  # the call just recorded lasts until then
+        self.add("cuda_sync", "Stream Sync", DEVICE, COMPUTE_STREAM, wait_start,
+                 max(0, self.host_ns - 500 - wait_start),
+                 {"External id": call["args"]["External id"], "cuda_sync_kind": "Stream Sync",
+                  "stream": COMPUTE_STREAM, "correlation": correlation, "device": DEVICE,
+                  "context": 1})
 
 
 def _kernel_args(spec: KernelSpec) -> dict[str, Any]:
@@ -398,7 +424,7 @@ def _step_body(trace: _Trace) -> None:
         trace.wait_stream(COMPUTE_STREAM, on=NCCL_STREAM)
     _optimizer_step(trace)
     with trace.ops("aten::item", "aten::_local_scalar_dense"):
-        trace.memcpy("Memcpy DtoH (Device -> Pageable)", 4, bytes_per_ns=0.5)
+        trace.memcpy("Memcpy DtoH (Device -> Pageable)", 4, bytes_per_ns=0.5, blocking=False)
         trace.synchronize()
 
 

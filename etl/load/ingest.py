@@ -38,15 +38,16 @@ from etl.warehouse.store import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
 def extractor_version() -> str:
-    """Code version plus a digest of the field map and metric catalog (data that changes
+    """Code version plus a digest of the field maps and metric catalog (data that changes
     the rows): a change re-ingests unchanged inputs."""
     import hashlib
 
-    data = b"".join(p.read_bytes() for p in sorted(DATA_DIR.rglob("*.toml")))
+    files = sorted((DATA_DIR / "extract").rglob("*.toml"))
+    data = b"".join(p.read_bytes() for p in files)
     return f"etl-{__version__}/data-{hashlib.sha256(data).hexdigest()[:10]}"
 
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "extract"
+DATA_DIR = Path(__file__).resolve().parent.parent  # etl/
 
 
 @dataclass
@@ -496,19 +497,25 @@ def _run_summary_selection(staged: Path, small: dict[str, Any], key: RunKey
     from etl.match.placement import run_summary_selection
     from etl.core.schema import table_schema
 
-    def stamped(table: pa.Table) -> pa.Table:
-        for column, value in key.constants().items():
-            table = table.append_column(column, pa.repeat(pa.scalar(value), table.num_rows))
-        return table
-
     loose = pa.schema([f.with_nullable(True) for f in table_schema("runs").arrow()])
     runs = pa.Table.from_pylist([{"run_id": key.run_id, "publish_id": key.publish_id,
                                   "run_name": "staged"}], schema=loose)
     return run_summary_selection({
         "kernels": pq.read_table(staged / "kernels.parquet"), "runs": runs,
-        "iterations": stamped(small["iterations"]), "devices": stamped(small["devices"]),
+        "iterations": _stamped(small["iterations"], key),
+        "devices": _stamped(small["devices"], key),
         # run_summary reads the peak memory too; the selection does not depend on it
-        "memory_events": stamped(_empty_table("memory_events"))})
+        "memory_events": _stamped(_empty_table("memory_events"), key)})
+
+
+def _stamped(table: Any, key: RunKey) -> Any:
+    """A small table with the run's constant columns (run_id, publish_id)."""
+    import pyarrow as pa
+
+    for column, value in key.constants().items():
+        if column not in table.column_names:
+            table = table.append_column(column, pa.repeat(pa.scalar(value), table.num_rows))
+    return table
 
 
 def _placement_anomalies(preference: Preference) -> Any:

@@ -93,7 +93,7 @@ def tables_named_in(sql: str) -> list[str] | None:
 def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
     """Each table as a TEMP view over the current publishes' files (see pin_snapshot)."""
     from etl.warehouse.compact import SEGMENT_PREFIX
-    from etl.core.schema import TABLES
+    from etl.core.schema import DERIVED_TABLES, TABLES
 
     chosen = snapshot(warehouse)
     folders = sorted({folder for _, folder in chosen})
@@ -102,7 +102,10 @@ def register_tables(spark: SparkSession, warehouse: Warehouse) -> list[str]:
     for table in TABLES:
         keep = ids if table == "runs" or segments else None
         table_frame(spark, warehouse, table, folders, keep).createOrReplaceTempView(table)
-    return list(TABLES)
+    derived = [warehouse.derived / publish_id for publish_id in ids]
+    for table in DERIVED_TABLES:  # computed after the publishes (etl critical-path)
+        table_frame(spark, warehouse, table, derived, None).createOrReplaceTempView(table)
+    return list(TABLES + DERIVED_TABLES)
 
 
 def register_catalogs(spark: SparkSession) -> list[str]:
@@ -137,7 +140,10 @@ def table_frame(spark: SparkSession, warehouse: Warehouse, table: str, folders: 
     from etl.core.schema import table_schema
     from etl.warehouse.store import SCHEMA_DIR
 
-    schema_file = warehouse.data / SCHEMA_DIR / f"{table}.parquet"
+    from etl.core.schema import DERIVED_TABLES
+
+    root = warehouse.derived if table in DERIVED_TABLES else warehouse.data
+    schema_file = root / SCHEMA_DIR / f"{table}.parquet"
     schema = from_arrow_schema(table_schema(table).arrow())  # no Spark job to read a footer
     files = [_uri(schema_file)] + [_uri(f / f"{table}.parquet") for f in folders
                                    if (f / f"{table}.parquet").exists()]

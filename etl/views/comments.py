@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from etl.core.schema import TABLES, table_schema
+from etl.core.schema import ALL_TABLES, table_schema
 
 if TYPE_CHECKING:
     from etl.core.sql_files import View
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def comment_statements(views: list[View]) -> list[str]:
     from etl.core.sql_files import stable_names
 
-    statements = [s for table in TABLES for s in _table_comments(table)]
+    statements = [s for table in ALL_TABLES for s in _table_comments(table)]
     newest = stable_names(views)
     for view in views:
         statements += _comments(view.name, view.doc, view.column_docs)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from etl.core.schema import TABLES, table_schema
+from etl.core.schema import ALL_TABLES, DERIVED_TABLES, table_schema
 from etl.core.sql_files import SQL_DIR, ViewError, stable_names
 from etl.views.catalog import checked_views
 from etl.views.template import catalog_digest
@@ -96,6 +96,10 @@ ROOT_MACROS = [
     "CREATE OR REPLACE MACRO _warehouse_files(table_name) AS "
     r"regexp_replace(_warehouse_root(), '([*?\[])', '[\1]', 'g') || 'data/*/' || table_name "
     "|| '.parquet'",
+    # derived tables: derived/<publish_id>/<table>.parquet, and derived/_schema's zero-row one
+    "CREATE OR REPLACE MACRO _derived_files(table_name) AS "
+    r"regexp_replace(_warehouse_root(), '([*?\[])', '[\1]', 'g') || 'derived/*/' || "
+    "table_name || '.parquet'",
 ]
 
 MACRO_DOCS = {
@@ -106,6 +110,8 @@ MACRO_DOCS = {
                        "set: the table views read data/*/<table>.parquet under it.",
     "_warehouse_files": "The glob of a table's Parquet files under _warehouse_root(), its "
                         "glob characters matched literally.",
+    "_derived_files": "The glob of a derived table's Parquet files (derived/<publish_id>/), "
+                      "computed after a run's publish (etl critical-path).",
 }
 
 
@@ -120,7 +126,8 @@ def table_view_sql(table: str) -> str:
     `runs` comes first in FROM so it is bound (its files listed) before the table's own
     files: a publish folder that `runs` sees is then already in the table's listing.
     """
-    files = f"_warehouse_files('{table}')"
+    files = (f"_derived_files('{table}')" if table in DERIVED_TABLES
+             else f"_warehouse_files('{table}')")
     if table == "runs":
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         return (f"CREATE OR REPLACE VIEW runs AS SELECT {columns} FROM ("
@@ -181,7 +188,7 @@ def all_statements(warehouse: Warehouse) -> Statements:
                               + ", ".join(f'"{c}"' for c in view.columns) + f" FROM {view.name}")
     macro_docs = [f"COMMENT ON MACRO {name} IS {_sql_string(doc)}"
                   for name, doc in MACRO_DOCS.items()]
-    return Statements([*ROOT_MACROS, *(table_view_sql(t) for t in TABLES)], statements,
+    return Statements([*ROOT_MACROS, *(table_view_sql(t) for t in ALL_TABLES)], statements,
                       comment_statements(views) + macro_docs + relation_comments())
 
 
@@ -290,8 +297,9 @@ def _cheap_binding_order(warehouse: Warehouse, statements: Statements) -> list[s
     from etl.warehouse.store import SCHEMA_DIR
 
     placeholders = []
-    for table in TABLES:
-        path = _sql_string(glob_literal(str(warehouse.data / SCHEMA_DIR / f"{table}.parquet")))
+    for table in ALL_TABLES:
+        folder = warehouse.derived if table in DERIVED_TABLES else warehouse.data
+        path = _sql_string(glob_literal(str(folder / SCHEMA_DIR / f"{table}.parquet")))
         columns = ", ".join(f'"{c}"' for c in table_schema(table).names)
         placeholders.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM "
                             f"read_parquet({path})")

@@ -136,11 +136,39 @@ def _execute(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, sql: str
     raise AssertionError("unreachable")
 
 
+def open_snapshot(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the warehouse's views, every table pinned to the publishes
+    current now; the reader lease that keeps their files lasts as long as the connection
+    object (etl.connect() is this, after refreshing the views)."""
+    import weakref
+    from contextlib import ExitStack
+
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(warehouse.database), read_only=True)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
+    lease = ExitStack()
+    try:
+        # every reference to a table opens its files: parse each footer once per connection
+        con.execute("SET parquet_metadata_cache = true")
+        lease.enter_context(warehouse.reader_lease())  # taken before the listing it protects
+        pin_snapshot(con, warehouse)  # union_by_name: publishes of older schemas read as well
+    except BaseException:
+        con.close()
+        lease.close()
+        raise
+    # a DuckDB connection cannot carry a close hook: the lease ends with the object
+    weakref.finalize(con, lease.close)
+    return con
+
+
 def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
                  union_by_name: bool = True) -> list[Path]:
     """Pin every table of `con` to the current publishes as listed now; their folders."""
     from etl.warehouse.compact import SEGMENT_PREFIX
-    from etl.core.schema import TABLES
+    from etl.core.schema import DERIVED_TABLES, TABLES
     from etl.views.database import snapshot_view_sql
     from etl.warehouse.store import SCHEMA_DIR
 
@@ -159,6 +187,11 @@ def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
         kept = [publish_id for publish_id, _ in chosen] if table == "runs" else keep
         con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
                                       union_by_name, kept))
+    for table in DERIVED_TABLES:  # the rows computed for the chosen publishes, if any yet
+        files = [warehouse.derived / SCHEMA_DIR / f"{table}.parquet"] + [
+            warehouse.derived_file(table, publish_id) for publish_id, _ in chosen]
+        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
+                                      union_by_name, None))
     return folders
 
 

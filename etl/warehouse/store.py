@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from etl.core.errors import WarehouseError
-from etl.core.schema import TABLES, conform, table_schema
+from etl.core.schema import DERIVED_TABLES, TABLES, conform, table_schema
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,6 +64,7 @@ ROW_GROUP_ROWS = 1 << 20
 # this large already compress about as well.
 STREAM_ROW_GROUP_ROWS = 1 << 17
 SCHEMA_DIR = "_schema"
+DERIVED_DIR = "derived"  # tables computed after a publish: derived/<publish_id>/<table>.parquet
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,24 @@ class Warehouse:
     @property
     def database(self) -> Path:
         return self.root / "warehouse.duckdb"
+
+    @property
+    def derived(self) -> Path:
+        return self.root / DERIVED_DIR
+
+    def derived_file(self, table: str, publish_id: str) -> Path:
+        """Where a derived table's rows of one run publish lie (whether they exist yet)."""
+        return self.derived / publish_id / f"{table}.parquet"
+
+    def write_derived(self, table: str, publish_id: str, rows: pa.Table) -> Path:
+        """A derived table's rows of one run publish, put in place whole (written aside,
+        then renamed): a reader sees all of them or none."""
+        path = self.derived_file(table, publish_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{table}.{uuid.uuid4().hex}.parquet")
+        _write_parquet(table, conform(table, rows), tmp)
+        os.replace(tmp, path)
+        return path
 
     @property
     def staging(self) -> Path:
@@ -112,30 +131,31 @@ class Warehouse:
             raise WarehouseError(f"{self.root}: exists and is not a folder; choose another "
                                  "--warehouse")
         with self.publish_lock():
-            for folder in (self.data, self.sequence.parent, self.staging):
+            for folder in (self.data, self.sequence.parent, self.staging, self.derived):
                 folder.mkdir(parents=True, exist_ok=True)
-            schema_dir = self.data / SCHEMA_DIR
-            if not self._schema_files_current(schema_dir):
-                self._write_schema_files(schema_dir)
+            for schema_dir, tables in ((self.data / SCHEMA_DIR, TABLES),
+                                       (self.derived / SCHEMA_DIR, DERIVED_TABLES)):
+                if not self._schema_files_current(schema_dir, tables):
+                    self._write_schema_files(schema_dir, tables)
 
-    def _schema_files_current(self, schema_dir: Path) -> bool:
+    def _schema_files_current(self, schema_dir: Path, tables: tuple[str, ...]) -> bool:
         """Every table has its zero-row file, with the schema schemas/ declares now: a
         warehouse made before a table or a column existed gets them written again (the
         views bind over these files)."""
         import pyarrow.parquet as pq
 
-        for table in TABLES:
+        for table in tables:
             path = schema_dir / f"{table}.parquet"
             if not path.exists() or not pq.read_schema(path).remove_metadata().equals(
                     table_schema(table).arrow()):
                 return False
         return True
 
-    def _write_schema_files(self, schema_dir: Path) -> None:
+    def _write_schema_files(self, schema_dir: Path, tables: tuple[str, ...]) -> None:
         staged = self.staging / f"schema-{uuid.uuid4().hex}"
         staged.mkdir(parents=True)
-        paths = [staged / f"{table}.parquet" for table in TABLES]
-        for table, path in zip(TABLES, paths):
+        paths = [staged / f"{table}.parquet" for table in tables]
+        for table, path in zip(tables, paths):
             _write_parquet(table, empty_table(table), path, sync=False)
         _fsync_together(paths)
         shutil.rmtree(schema_dir, ignore_errors=True)  # an older layout (we hold the lock)
@@ -344,9 +364,23 @@ class Warehouse:
             if (folder.name not in live and not needed
                     and now - superseded > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
+        self._collect_derived(now, leases)
         for folder in self.staging.iterdir():
             pid = _staging_pid(folder.name)
             if (pid is None or not _alive(pid)) and now - folder.stat().st_mtime > 60:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+    def _collect_derived(self, now: float, leases: list[float]) -> None:
+        """Derived rows of publishes no longer current, under the same grace as theirs."""
+        if not self.derived.is_dir():
+            return
+        current = set(self.read_runs(["publish_id"])["publish_id"].to_pylist())
+        for folder in self.derived.iterdir():
+            made = folder.stat().st_mtime
+            needed = any(start <= made + PUBLISH_MARGIN_SECONDS + 1 for start in leases)
+            if (folder.name not in current and folder.name != SCHEMA_DIR and not needed
+                    and now - made > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
 
 

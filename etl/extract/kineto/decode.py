@@ -41,6 +41,7 @@ ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_
                "shared_memory_bytes", "bytes", "sequence_number", "fwd_thread_id")
 MEMORY_COLUMNS = ("memory_total_allocated", "memory_total_reserved", "memory_bytes",
                   "memory_device_id", "memory_device_type")  # [memory] events' args
+SYNC_COLUMNS = ("wait_stream", "wait_record_correlation", "wait_cuda_event")  # cuda_sync args
 DIM_COLUMNS = ("grid", "block")
 
 
@@ -715,7 +716,7 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     args, arrays = _normalised_args(cols, anomalies)
     grid, block = (_dims(c, args[c], ids, anomalies, arrays.get(c)) for c in DIM_COLUMNS)
     ints = {c: _int_column(c, args[c], ids, anomalies, arrays.get(c))
-            for c in (*ARG_COLUMNS, *MEMORY_COLUMNS, "flops")}
+            for c in (*ARG_COLUMNS, *MEMORY_COLUMNS, *SYNC_COLUMNS, "flops")}
     return pa.table({
         "event_id": pa.array(ids, pa.int64()), "ph": _strings(cols.ph),
         "category": _strings(cols.cat), "name": _strings(cols.name),
@@ -728,7 +729,8 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
         "block_x": block[0], "block_y": block[1], "block_z": block[2],
         "registers_per_thread": ints["registers_per_thread"],
         "shared_memory_bytes": ints["shared_memory_bytes"], "bytes": ints["bytes"],
-        **{c: ints[c] for c in MEMORY_COLUMNS}, "flops": ints["flops"],
+        **{c: ints[c] for c in MEMORY_COLUMNS}, **{c: ints[c] for c in SYNC_COLUMNS},
+        "flops": ints["flops"],
         "sequence_number": ints["sequence_number"], "fwd_thread_id": ints["fwd_thread_id"],
         **{c: arg_array(c, cols.args[c], ids, anomalies, cols.typed) for c in arg_kinds()},
     })

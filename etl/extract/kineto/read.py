@@ -187,6 +187,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     work_calls = 0 if work_activities else _gpu_work_calls(spill)  # read back: rare
     source.anomalies += no_gpu_activity(work_calls, work_activities)
     _memory_events(spill, source, sinks)
+    _syncs(spill, source, sinks)
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -629,6 +630,43 @@ def _repeated(value: int | None, n: int) -> pa.Array:
     """An int32 column of one value (NULL for None) without a Python list of n items; a
     value out of int32 fails in the scalar's conversion."""
     return pa.repeat(pa.scalar(value, pa.int32()), n)
+
+
+def _syncs(spill: Path, source: _Source, sinks: Sinks) -> None:
+    """The synchronization events spilled by the slices (sync-*) → syncs rows."""
+    files = sorted(spill.glob("sync-*.parquet"))
+    if not files:
+        return
+    rows = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("event_id")
+    kinds = field_map("kineto")["syncs"]["kinds"]
+    kind = pc.fill_null(pc.cast(rows["name"], pa.string()), "")
+    known = pa.array(list(kinds), pa.string())
+    kind = pc.if_else(pc.is_in(kind, known), kind, "unknown")
+    for name, value in kinds.items():
+        kind = pc.if_else(pc.equal(kind, name), value, kind)
+    sinks.table("syncs", pa.table({
+        "source_id": _repeated(source.source_id, rows.num_rows),
+        "rank": _repeated(source.rank, rows.num_rows),
+        "sync_id": rows["event_id"], "kind": kind, "name": rows["name"],
+        "device_id": pc.cast(rows["device_id"], pa.int32()),
+        "stream_id": _stream_or_null(rows["stream_id"]), "ts_ns": rows["ts_ns"],
+        "dur_ns": rows["dur_ns"], "correlation_id": rows["correlation_id"],
+        "wait_stream_id": _stream_or_null(rows["wait_stream"]),
+        "wait_record_correlation_id": _id_or_null(rows["wait_record_correlation"]),
+        "cuda_event_id": _id_or_null(rows["wait_cuda_event"])}))
+
+
+NO_STREAM = 0xFFFFFFFF  # CUPTI's "not applicable" (older Kineto wrote it; newer writes -1)
+
+
+def _stream_or_null(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A stream id, NULL where CUPTI says none (-1, or 0xFFFFFFFF and above)."""
+    valid = pc.and_(pc.greater_equal(values, 0), pc.less(values, NO_STREAM))
+    return pc.if_else(valid, values, pa.scalar(None, pa.int64()))
+
+
+def _id_or_null(values: pa.ChunkedArray) -> pa.ChunkedArray:
+    return pc.if_else(pc.greater_equal(values, 0), values, pa.scalar(None, pa.int64()))
 
 
 def _memory_events(spill: Path, source: _Source, sinks: Sinks) -> None:

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto.decode import (MEMORY_COLUMNS, Anomaly, SliceText, decode_slice,
+from etl.extract.kineto.decode import (MEMORY_COLUMNS, SYNC_COLUMNS, Anomaly, SliceText,
+                                       decode_slice,
                                        field_map)
 from etl.extract.kineto import layers
 from etl.extract.rawio import read_slice
@@ -70,6 +71,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     summary = SliceSummary(index, with_phase, anomalies=list(anomalies))
     base, begin_end = split_begin_end(base)
     base = _spill_memory(base, folder, index)
+    base = _spill_syncs(base, folder, index)
     if begin_end is not None:
         _write(begin_end, folder / f"be-{index:06d}.parquet")
         summary.begin_end_rows = begin_end.num_rows
@@ -101,6 +103,24 @@ def _spill_memory(base: pa.Table, folder: Path, index: int) -> pa.Table:
     if pc.any(mask).as_py():
         _write(base.filter(mask).select(["event_id", "ts_ns", *columns]),
                folder / f"mem-{index:06d}.parquet")
+    return base.drop_columns(columns)
+
+
+SYNC_ROW = ["event_id", "name", "ts_ns", "dur_ns", "device_id", "stream_id", "correlation_id"]
+
+
+def _spill_syncs(base: pa.Table, folder: Path, index: int) -> pa.Table:
+    """The synchronization events (categories with sync = true in fields.toml) with their
+    wait args to sync-<index>.parquet (read.py writes them to syncs); the events go on as
+    GPU rows of kind other, without those columns."""
+    columns = [c for c in SYNC_COLUMNS if c in base.column_names]
+    if not columns:
+        return base
+    categories = [c for c, spec in field_map("kineto")["categories"].items() if spec.get("sync")]
+    mask = pc.fill_null(pc.is_in(base["category"], pa.array(categories, pa.string())), False)
+    if pc.any(mask).as_py():
+        _write(base.filter(mask).select([*SYNC_ROW, *columns]),
+               folder / f"sync-{index:06d}.parquet")
     return base.drop_columns(columns)
 
 

@@ -40,6 +40,7 @@ from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.decode import Export
+from etl.extract.nsys.syncs import read_syncs
 from etl.extract.fields import field_map
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
 from etl.extract.trace_role import SourceInfo, TraceClock, TraceResult
@@ -135,6 +136,10 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in samples_read():
         sinks.table("gpu_samples", samples)
+    syncs = read_syncs(export, names.strings, source_id, spilled.host_rows + spilled.gpu.rows,
+                       int(start_utc))
+    if syncs is not None:
+        sinks.table("syncs", syncs)
     sinks.anomalies(_anomaly_table(anomalies, source_id))
     iterations = _iteration_table(steps, spilled, source_id, np.int64(start_utc))
     gpu_names = [n for n in devices.column("name").to_pylist() if n]

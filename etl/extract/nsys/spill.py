@@ -55,6 +55,7 @@ class Names:
     def __init__(self, strings: dict[int, str]) -> None:
         import pyarrow as pa
 
+        self.strings = strings  # StringIds as read
         self.ids = pa.array(list(strings), pa.int64())
         self.values = list(strings.values())
         self.extra: dict[str, int] = {}

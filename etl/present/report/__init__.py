@@ -58,9 +58,14 @@ def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[st
     from etl.core.errors import EtlError
     from etl.present.report.data import select_runs
 
+    from etl.api import critical_path
+
     con = connect(warehouse)
     try:
         chosen = select_runs(con, list(runs), where)
+        if chosen and critical_path(chosen, warehouse).runs:  # computed now: read again
+            con.close()
+            con = connect(warehouse)
         if not chosen:
             raise EtlError("no runs to report on" + (f" (--where {where!r} matched none)"
                                                      if where else "; ingest some first"))

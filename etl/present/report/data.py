@@ -104,6 +104,19 @@ def iterations(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
                 "run_name = ? ORDER BY source_id, device_id, iteration", [run])
 
 
+def critical_path_kinds(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    """Per window, its critical path's time by kind (critical_path_summary_v1)."""
+    kinds = ", ".join(f"sum(dur_ns) FILTER (WHERE segment_kind = '{k}') AS {k}_ns"
+                      for k in PATH_KINDS)
+    return rows(con, f"SELECT source_id, rank, device_id, iteration, {kinds}, "
+                "max(path_ns) AS path_ns FROM critical_path_summary WHERE run_name = ? "
+                "GROUP BY source_id, rank, device_id, iteration "
+                "ORDER BY source_id, device_id, iteration", [run])
+
+
+PATH_KINDS = ("host", "launch", "queue", "gpu", "sync_wait", "comm_wait")
+
+
 def kinds(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
     return rows(con, "SELECT k.kind, count(*) AS activity_count, sum(k.dur_ns) AS total_ns "
                 "FROM kernels AS k JOIN runs AS r ON r.run_id = k.run_id WHERE r.run_name = ? "

@@ -220,7 +220,8 @@ def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
 
 
 def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
-    figures = [_busy_idle(con, run), _kind_breakdown(con, run)]
+    figures = [_busy_idle(con, run), _critical_path(con, run), _what_ifs(con, run),
+               _kind_breakdown(con, run)]
     figures += [_top_kernels(con, run), _top_ops(con, run), _coverage(con, run),
                 _anomalies(con, run)]
     figures += [_memory(con, run, f"run-{index}-memory"),
@@ -248,6 +249,47 @@ def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
               svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]
     chart = svg.bar_chart(title, labels, series, "time (ms)", "iteration", stacked=True)
     return Figure(title, Table.of("gpu_utilization", rows), chart)
+
+
+def _critical_path(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    rows = data.critical_path_kinds(con, run)
+    title = f"{run}: critical path per iteration, by kind"
+    labels = _iteration_labels(rows)
+    series = [svg.Series(kind, [(r[f"{kind}_ns"] or 0) / 1e6 for r in rows])
+              for kind in data.PATH_KINDS]
+    chart = svg.bar_chart(title, labels, series, "time on the critical path (ms)", "iteration",
+                          stacked=True)
+    return Figure(title, Table.of("critical_path_summary", rows), chart,
+                  note="what each iteration's end waited on, back to its start (etl whatif "
+                       "replays it with other durations)")
+
+
+STANDARD_WHAT_IFS = (("GPU work 2x faster", "all:0.5"), ("no host overhead", "host:0"),
+                     ("communication free", "kernel_type=communication:0"))
+
+
+def _what_ifs(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
+    """Three what-ifs every run can be asked: the mean speedup over its windows."""
+    from etl.analysis.whatif import WhatIfError, what_if
+
+    rows: list[data.Row] = []
+    notes: set[str] = set()
+    for question, scale in STANDARD_WHAT_IFS:
+        try:
+            result = what_if(con, run, [scale])
+        except WhatIfError as exc:
+            rows.append({"what_if": question, "scale": scale, "windows": 0,
+                         "mean_replayed_ns": None, "mean_whatif_ns": None,
+                         "speedup_ratio": None, "note": str(exc).split(": ", 1)[-1]})
+            continue
+        notes.update(result.notes())
+        replayed = sum(r["replayed_ns"] for r in result.rows) / len(result.rows)
+        changed = sum(r["whatif_ns"] for r in result.rows) / len(result.rows)
+        rows.append({"what_if": question, "scale": scale, "windows": len(result.rows),
+                     "mean_replayed_ns": replayed, "mean_whatif_ns": changed,
+                     "speedup_ratio": replayed / changed if changed > 0 else None, "note": ""})
+    title = f"{run}: what three changes would buy"
+    return Figure(title, Table.of("etl whatif", rows), note="; ".join(sorted(notes)))
 
 
 def _kind_breakdown(con: duckdb.DuckDBPyConnection, run: str) -> Figure:

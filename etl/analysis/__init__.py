@@ -1,0 +1,1 @@
+"""Analyses at query time on the replay of etl/replay/: what a change would buy (whatif.py)."""
