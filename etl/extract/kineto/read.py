@@ -34,7 +34,7 @@ from etl.extract.kineto.decode import Anomaly, TraceInfo, stream_trace
 from etl.extract.fields import field_map
 from etl.core.errors import InputError
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
-from etl.extract.trace_role import PipelineOptions, Sinks, Writer
+from etl.extract.trace_role import PipelineOptions, Sinks, Writer, no_gpu_activity_remark
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
@@ -46,10 +46,11 @@ from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span,
                                            spill_table, spill_text)
 from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
                                             window_ends)
-from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS, NO_GPU_ACTIVITY,
+from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS,
                                       BeginEndSweep, Step, StepMarkers, _anomaly_table,
                                       _devices_table, gpu_work_calls, iterations_table,
-                                      no_gpu_activity, thread_keys)
+                                      no_gpu_activity, no_gpu_activity_cause,
+                                      thread_keys)
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
 
@@ -216,10 +217,9 @@ def _remarks(info: TraceInfo, iterations: pa.Table, work_calls: int, work_activi
              ) -> list[tuple[str, str]]:
     """What the ingest's output says about a source beyond its counts."""
     remarks = []
-    if no_gpu_activity(work_calls, work_activities):
-        remarks.append(("no GPU activity", f"{work_calls} launch calls that start GPU work and "
-                        "no GPU activity: recorded without CUDA activities? No GPU "
-                        f"utilization for this trace (anomaly {NO_GPU_ACTIVITY})"))
+    cause = no_gpu_activity_cause(work_calls, work_activities)
+    if cause is not None:
+        remarks.append(no_gpu_activity_remark(cause))
     if info.truncated:
         # sum of no rows is NULL: a trace cut before its first complete event has none
         cut = iterations.num_rows - (pc.sum(iterations["complete"].cast(pa.int64())).as_py()

@@ -18,7 +18,8 @@ import pyarrow as pa
 from etl.extract import link
 from etl.core.errors import InputError
 from etl.extract.layer_columns import with_layer_columns
-from etl.extract.trace_role import PipelineOptions, Sinks, SourceInfo
+from etl.extract.trace_role import (PipelineOptions, Sinks, SourceInfo, no_gpu_activity,
+                                     no_gpu_activity_remark)
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.fields import field_map
 from etl.extract.xplane.decode import (Space, Stats, plane_kind, read_events, read_line,
@@ -120,9 +121,11 @@ def _write(space: Space, c: Collector, source_id: int, gpu_override: str | None,
     anomalies = _anomaly_table(_source_anomalies(space, c, steps), source_id)
     sinks.anomalies(anomalies)
     devices = _devices(space, gpu_override, source_id)
+    cause = _no_gpu_activity(space, c)
     return SourceResult(SourceInfo(len(host) + len(gpu)), iterations,
                         devices, None, [n for n in devices["name"].to_pylist() if n],
-                        kernels=len(gpu), anomalies=anomalies.num_rows)
+                        kernels=len(gpu), anomalies=anomalies.num_rows,
+                        remarks=[] if cause is None else [no_gpu_activity_remark(cause)])
 
 
 def _link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.ndarray,
@@ -368,12 +371,9 @@ def _whole(value: object) -> int | None:
 
 def _source_anomalies(space: Space, c: Collector, steps: Steps) -> list[Anomaly]:
     found = list(c.anomalies)
-    kinds = [plane_kind(p.name)[0] for p in space.planes]
-    if "gpu" not in kinds:
-        names = ", ".join(p.name for p in space.planes)
-        found.append(("no_gpu_plane", None, f"the XSpace has no /device:GPU:N plane (planes: "
-                      f"{names}); only its host side was read, so GPU views have no rows "
-                      "for this source"))
+    cause = _no_gpu_activity(space, c)
+    if cause is not None:
+        found.append(no_gpu_activity(cause))
     if space.not_stored:
         listed = ", ".join(f"{n} ({k})" for n, k in sorted(space.not_stored.items()))
         found.append(("xplane_stats_not_stored", None, f"{sum(space.not_stored.values())} "
@@ -392,6 +392,18 @@ def _source_anomalies(space: Space, c: Collector, steps: Steps) -> list[Anomaly]
     found += [("xplane_profiler_error", None, e) for e in space.errors]
     found += [("xplane_profiler_warning", None, w) for w in space.warnings]
     return found
+
+
+def _no_gpu_activity(space: Space, c: Collector) -> str | None:
+    """What a profile without one GPU activity holds instead; None when it has some."""
+    if len(c.gpu):
+        return None
+    kinds = [plane_kind(p.name)[0] for p in space.planes]
+    if "gpu" in kinds:
+        return "its /device:GPU:N planes hold no kernel, copy or set on a stream line"
+    names = ", ".join(p.name for p in space.planes)
+    return (f"the XSpace has no /device:GPU:N plane (planes: {names}): a CPU- or TPU-only "
+            "profile, or one taken without the GPU tracer; only its host side was read")
 
 
 def _anomaly_table(anomalies: list[Anomaly], source_id: int) -> pa.Table:
