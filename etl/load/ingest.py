@@ -211,6 +211,7 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
         writers["anomalies"].write(_refused_anomalies(set_aside))
     for name in ("host_events", "kernels"):  # read back by the matcher
         writers[name].close()
+    writers["anomalies"].write(_step_hints(staged, sources, small.get("iterations")))
     has_ncu = counters.tables["ncu_kernels"].num_rows > 0
     kernels, host = _match_inputs(staged, sources) if has_ncu else (None, None)
     preference = Preference(dims.get("ncu_iteration"),
@@ -229,6 +230,42 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     result = _result(run, key.run_id, sources, counts, set_aside)
     result.warnings += _unreachable(run, staged, counts["kernels"])
     return Prepared(result, staged, row)
+
+
+def _step_hints(staged: Path, sources: list[Source], iterations: Any) -> Any:
+    """no_step_markers for each trace source whose one window is the whole trace, with the
+    run's own step_pattern candidates (step_hint.py), and a line of the ingest's output."""
+    import pyarrow.compute as pc
+
+    from etl.load import step_hint
+
+    whole: set[int] = set()
+    if iterations is not None:
+        marked = pc.equal(iterations["boundary"], "whole_trace")
+        whole = set(iterations.filter(marked)["source_id"].to_pylist())
+    found = []
+    for source in sources:
+        if source.source_id in whole:
+            text = step_hint.for_source(staged / "host_events.parquet", source.source_id,
+                                        source.format.family)
+            found.append((source.source_id, text))
+            source.remarks.append(step_hint.remark(text))
+    return _source_anomalies(step_hint.KIND, found)
+
+
+def _source_anomalies(kind: str, found: list[tuple[int, str]]) -> Any:
+    """Anomaly rows of one kind about whole sources: (source_id, detail)."""
+    import pyarrow as pa
+
+    n = len(found)
+    return pa.table({
+        "source_id": pa.array([s for s, _ in found], pa.int32()),
+        "kind": pa.array([kind] * n, pa.string()),
+        "event_id": pa.nulls(n, pa.int64()),
+        "detail": pa.array([d for _, d in found], pa.string()),
+        "ncu_source_id": pa.nulls(n, pa.int32()),
+        "ncu_id": pa.nulls(n, pa.int64()),
+    })
 
 
 def _unreachable(run: RunFolder, staged: Path, activities: int) -> list[str]:

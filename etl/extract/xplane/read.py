@@ -382,7 +382,7 @@ def _source_anomalies(space: Space, c: Collector, steps: Steps) -> list[Anomaly]
         listed = ", ".join(f"{n} ({k})" for n, k in sorted(c.derived_lines.items()))
         found.append(("xplane_lines_not_read", None, "device-plane lines derived by the "
                       f"profiler from the streams, not read (events): {listed}"))
-    if steps.boundary != "step_num events":
+    if steps.boundary not in ("step_num events", "whole_trace"):  # whole: no_step_markers
         found.append(("xplane_steps", None, f"iterations from {steps.boundary}: the xplane "
                       "has no host event with a step_num stat (Keras and "
                       "tf.profiler.experimental.Trace(step_num=...) write one)"))

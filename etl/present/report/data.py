@@ -131,6 +131,14 @@ def match_coverage(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
                 "q.device_id, q.ncu_source_id", [run])
 
 
+def step_hints(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    """The run's no_step_markers anomalies (etl/load/step_hint.py): a source without step
+    markers, and the step_pattern candidates among its own names."""
+    return rows(con, "SELECT a.source_id, a.detail FROM anomalies AS a JOIN runs AS r ON "
+                "r.run_id = a.run_id WHERE r.run_name = ? AND a.kind = 'no_step_markers' "
+                "ORDER BY a.source_id", [run])
+
+
 def anomalies(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
     return rows(con, "SELECT a.kind, count(*) AS anomaly_count, min(a.detail) AS example FROM "
                 "anomalies AS a JOIN runs AS r ON r.run_id = a.run_id WHERE r.run_name = ? "

@@ -247,7 +247,11 @@ def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     series = [svg.Series("busy (a kernel running)", [r["busy_ns"] / 1e6 for r in rows]),
               svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]
     chart = svg.bar_chart(title, labels, series, "time (ms)", "iteration", stacked=True)
-    return Figure(title, Table.of("gpu_utilization", rows), chart)
+    hints = data.step_hints(con, run)
+    several = len(hints) > 1
+    note = " ".join((f"Source {h['source_id']}: " if several else "") + h["detail"][0].upper()
+                    + h["detail"][1:] for h in hints)
+    return Figure(title, Table.of("gpu_utilization", rows), chart, note)
 
 
 def _kind_breakdown(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
