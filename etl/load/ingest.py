@@ -310,7 +310,8 @@ def _current_runs(warehouse: Warehouse, run: RunFolder, replace: bool
     from another folder is replaced only when the user says so: two folders of one name
     are two runs."""
     runs = warehouse.read_runs(["run_id", "extractor_version", "run_path", "event_count",
-                                "anomaly_count", "kernel_count", "removed"]).to_pylist()
+                                "anomaly_count", "kernel_count", "ncu_kernel_count",
+                                "removed"]).to_pylist()
     mine = [r for r in runs if r["run_name"] == run.name and not r.get("removed")]
     for r in mine:
         if r["run_path"] != run.location() and not replace:
@@ -324,7 +325,9 @@ def _current_runs(warehouse: Warehouse, run: RunFolder, replace: bool
 def _unchanged(run: RunFolder, row: dict[str, Any]) -> RunResult:
     """An unchanged run reports what the warehouse holds of it."""
     return RunResult(run.name, "unchanged", row["run_id"], events=row["event_count"],
-                     kernels=row["kernel_count"] or 0, anomalies=row["anomaly_count"])
+                     kernels=row["kernel_count"] or 0,
+                     ncu_kernels=row.get("ncu_kernel_count") or 0,
+                     anomalies=row["anomaly_count"])
 
 
 @dataclass
@@ -423,7 +426,8 @@ def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: R
     formats = {f.name: f for _, f in run.inputs}
     sources = [Source(first_id + i, e["path"], relative(run, e["path"]), formats[e["format"]],
                       key.inputs[relative(run, e["path"])], e["rows"],
-                      ncu_source_id=e["ncu_source_id"]) for i, e in enumerate(part.sources)]
+                      gpu_names=e.get("gpu_names", []), ncu_source_id=e["ncu_source_id"])
+               for i, e in enumerate(part.sources)]
     return CountersPart(part.tables, part.anomalies, sources, refused)
 
 
@@ -478,7 +482,8 @@ def _extract_samples(run: RunFolder, dims: dict[str, Any], key: RunKey, first_id
             writers["anomalies"].write(part.anomalies)
         sources += [Source(first_id + len(sources) + i, e["path"], relative(run, e["path"]),
                            formats[e["format"]], key.inputs[relative(run, e["path"])],
-                           e["rows"]) for i, e in enumerate(part.sources)]
+                           e["rows"], gpu_names=e.get("gpu_names", []))
+                    for i, e in enumerate(part.sources)]
     return sources
 
 
@@ -609,6 +614,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "event_count": _trace_events(sources),
         "anomaly_count": counts["anomalies"],
         "kernel_count": counts["kernels"],
+        "ncu_kernel_count": counts["ncu_kernels"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
 
@@ -625,10 +631,15 @@ def _trace_events(sources: list[Source]) -> int:
 
 
 def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str | None]:
+    """run.toml's gpu, else the first name a source gives (traces first, then the ncu
+    exports' device names, then the monitors'), and where it came from."""
     if dims.get("gpu"):
         return dims["gpu"], "run.toml"
-    names = [n for s in sources for n in s.gpu_names]
-    return (names[0], "trace") if names else (None, None)
+    for source in sources:
+        if source.gpu_names:
+            role = source.format.role
+            return source.gpu_names[0], ("trace" if role == "trace" else source.format.family)
+    return None, None
 
 
 def _result(run: RunFolder, run_id: str, sources: list[Source],

@@ -40,6 +40,7 @@ class Frame:
     times: Any = None             # the time as printed; None: no time column
     device_uuid: Any = None
     device_bus_id: Any = None
+    device_name: Any = None       # the GPU model as printed (nvidia-smi name, modelName)
     metrics: list[MetricColumn] = field(default_factory=list)
     anomalies: list[tuple[str, str]] = field(default_factory=list)
 
@@ -305,6 +306,8 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
                                                                     pa.string()),
         "device_bus_id": none if frame.device_bus_id is None else arrow(
             frame.device_bus_id, pa.string()),
+        "device_name": none if frame.device_name is None else arrow(frame.device_name,
+                                                                    pa.string()),
         "ts_ns": clock.ts_ns, "clock_ts_ns": clock.clock_ts_ns, "clock": clock.clock,
     }
     parts = []

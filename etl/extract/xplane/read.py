@@ -350,7 +350,9 @@ def _devices(space: Space, gpu_override: str | None, source_id: int) -> pa.Table
         amd = "amd" in str(s.get("device_vendor", "")).lower()
         cc = f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) \
             and not amd else None
-        name = s.get("device_name") or s.get("gpu_model")
+        # XLA's CUPTI and ROCm collectors write the model as gpu_device_name (cuDeviceGetName;
+        # the agent name, e.g. gfx942, on ROCm); older profilers device_name or gpu_model
+        name = s.get("gpu_device_name") or s.get("device_name") or s.get("gpu_model")
         described = bool(s)
         rows.append({"device_id": device,
                      "name": str(name) if name else gpu_override,
