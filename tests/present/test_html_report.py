@@ -200,7 +200,7 @@ def test_sections_without_ncu_say_why(tmp_path: Path) -> None:
         assert "<svg>" not in sections[sid], sid
     # Amdahl falls back on the kernel names ("k" is no tensor-core name: bound 1)
     assert parse(out).rows("tc_amdahl_v2") == [{
-        "run_name": "plain", "rank": "", "device_id": "0", "iteration": "1",
+        "run_name": "plain", "source_id": "0", "rank": "", "device_id": "0", "iteration": "1",
         "basis": "name_estimate", "non_tc_time_share": "1.0", "speedup_bound_k2_ratio": "1.0",
         "speedup_bound_k10_ratio": "1.0", "speedup_bound_inf_ratio": "1.0",
         "basis_note": "no ncu export in the run"}]

@@ -62,7 +62,8 @@ def runs_table(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]
 
 
 def run_levels(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
-    return rows(con, "SELECT run_name, rank, device_id, iteration, gpu_util, smsp_active_util, "
+    return rows(con, "SELECT run_name, source_id, rank, device_id, iteration, gpu_util, "
+                "smsp_active_util, "
                 "issue_slot_util, tc_active_util, tc_issue_util, matched_time_share FROM "
                 f"run_utilization WHERE run_name IN {_in(runs)} AND ncu_reason IS NULL "
                 "ORDER BY run_name, rank, device_id", runs)
@@ -123,6 +124,23 @@ def top_ops(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
                 [run, limit])
 
 
+def ncu_kernel_counts(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> dict[str, int]:
+    """Kernels of each run's Nsight Compute exports, for the runs that have one."""
+    found = rows(con, "SELECT r.run_name, count(*) AS n FROM ncu_kernels AS k JOIN runs AS r "
+                 f"ON r.run_id = k.run_id WHERE r.run_name IN {_in(runs)} GROUP BY ALL", runs)
+    return {r["run_name"]: r["n"] for r in found}
+
+
+def ncu_kernel_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    """The levels of a run's ncu kernels by themselves (ncu_kernel_utilization), longest
+    first: for a run whose export has no trace kernel to be matched to."""
+    return rows(con, "SELECT u.ncu_source_id, u.ncu_id, u.kernel_name, u.duration_ns, "
+                "u.smsp_active_util, u.issue_slot_util, u.tc_active_util, u.tc_issue_util "
+                "FROM ncu_kernel_utilization AS u JOIN runs AS r ON r.run_id = u.run_id "
+                "WHERE r.run_name = ? ORDER BY u.duration_ns DESC NULLS LAST, "
+                "u.ncu_source_id, u.ncu_id LIMIT ?", [run, limit])
+
+
 def match_coverage(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
     return rows(con, "SELECT q.source_id, q.device_id, q.ncu_source_id, q.ncu_kernels, "
                 "q.matched, q.ambiguous, q.trace_unmatched_in_range, q.ncu_unmatched, "
@@ -149,7 +167,8 @@ AMDAHL = "tc_amdahl_v2"  # pinned: v2 falls back on the name-based estimate with
 
 
 def amdahl(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
-    return rows(con, "SELECT run_name, rank, device_id, iteration, basis, non_tc_time_share, "
+    return rows(con, "SELECT run_name, source_id, rank, device_id, iteration, basis, "
+                "non_tc_time_share, "
                 "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio, "
                 f"basis_note FROM {AMDAHL} WHERE run_name IN {_in(runs)} ORDER BY run_name, "
                 "rank, device_id", runs)

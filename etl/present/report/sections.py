@@ -115,28 +115,55 @@ def fig5(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 5: utilization at four levels per run"
     levels = data.run_levels(con, runs)
     if not levels:
-        return Section("fig5", title, empty="no ncu export in these runs (run_utilization "
-                       "is empty: no trace kernel was matched to Nsight Compute counters)")
+        return Section("fig5", title, empty=_no_levels(con, runs, "run_utilization has no "
+                       "ncu levels"))
     labels = [_device_label(r, levels) for r in levels]
     series = [svg.Series(LEVEL_LABELS[x], [r[x] for r in levels]) for x in LEVELS]
     chart = svg.bar_chart(title, labels, series, "utilization (0..1)", "run", y_max=1.0)
     without = sorted(set(runs) - {r["run_name"] for r in levels})
-    note = f"No ncu export in: {', '.join(without)}." if without else ""
+    exported = data.ncu_kernel_counts(con, without)
+    unmatched = [r for r in without if r in exported]
+    none = [r for r in without if r not in exported]
+    note = " ".join(filter(None, [
+        f"No ncu export in: {', '.join(none)}." if none else "",
+        f"An ncu export without a matched trace kernel in: {', '.join(unmatched)} (its "
+        "kernels' levels are in the run's section)." if unmatched else ""]))
     return Section("fig5", title, [Figure(title, Table.of("run_utilization", levels), chart,
                                           note)])
 
 
 def _device_label(row: data.Row, all_rows: Sequence[data.Row]) -> str:
-    several = sum(r["run_name"] == row["run_name"] for r in all_rows) > 1
-    return f"{row['run_name']} r{row['rank']}/d{row['device_id']}" if several else row["run_name"]
+    mine = [r for r in all_rows if r["run_name"] == row["run_name"]]
+    return f"{row['run_name']} {_place(row, mine)}" if len(mine) > 1 else row["run_name"]
+
+
+def _place(row: data.Row, rows: Sequence[data.Row]) -> str:
+    """`r1/d0`: rank 1's device 0; a source without a rank (xplane, nsys) is named by its
+    source_id (`s2/d0`) when the rows hold several sources, else by its device alone."""
+    if row.get("rank") is not None:
+        return f"r{row['rank']}/d{row['device_id']}"
+    if len({r.get("source_id") for r in rows}) > 1:
+        return f"s{row['source_id']}/d{row['device_id']}"
+    return f"d{row['device_id']}"
+
+
+def _no_levels(con: duckdb.DuckDBPyConnection, runs: list[str], what: str) -> str:
+    """Why a figure of ncu levels over trace kernels is empty: no export, or exports
+    whose kernels matched no trace kernel (their levels are in each run's section)."""
+    exported = data.ncu_kernel_counts(con, runs)
+    if not exported:
+        return f"no ncu export in these runs ({what})"
+    return (f"no trace kernel of these runs was matched to Nsight Compute counters ({what}); "
+            f"ncu exports in: {', '.join(sorted(exported))} (their kernels' levels are in "
+            "each run's section)")
 
 
 def fig6(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 6: issue-slot utilization over kernels"
     values = data.issue_slot_values(con, runs)
     if not values:
-        return Section("fig6", title, empty="no ncu export in these runs (no matched kernel "
-                       "has an issue-slot ratio)")
+        return Section("fig6", title, empty=_no_levels(con, runs, "no matched kernel has "
+                       "an issue-slot ratio"))
     by_run: dict[str, list[float]] = {}
     for r in values:
         by_run.setdefault(r["run_name"], []).append(r["issue_slot_util"])
@@ -175,7 +202,7 @@ def fig7(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
         chart = svg.hbar_chart(label, [r["layer_op"] for r in rows], series,
                                "time-weighted mean utilization over kernels (0..1)", x_max=1.0)
         figures.append(Figure(label, Table.of("layer_utilization", rows), chart))
-    empty = "" if figures else "no ncu export in these runs (layer_utilization is empty)"
+    empty = "" if figures else _no_levels(con, runs, "layer_utilization is empty")
     return Section("fig7", title, figures, empty=empty)
 
 
@@ -183,8 +210,8 @@ def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 8: cumulative GPU time against tensor-core issue utilization"
     cdf = data.tc_cdf(con, runs)
     if not cdf:
-        return Section("fig8", title, empty="no ncu export in these runs (no matched kernel "
-                       "has a tensor-core issue ratio)")
+        return Section("fig8", title, empty=_no_levels(con, runs, "no matched kernel has a "
+                       "tensor-core issue ratio"))
     lines: dict[str, tuple[list[float], list[float]]] = {}
     for r in cdf:
         xs, ys = lines.setdefault(r["run_name"], ([], []))
@@ -235,7 +262,7 @@ def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
 def _iteration_labels(rows: Sequence[data.Row]) -> list[str]:
     """`it 3`, or `r1/d0 it 3` when the rows hold several ranks or devices."""
     several = len({(r["source_id"], r["device_id"]) for r in rows}) > 1
-    return [(f"r{r['rank']}/d{r['device_id']} " if several else "")
+    return [(f"{_place(r, rows)} " if several else "")
             + ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
             for r in rows]
 
@@ -285,9 +312,18 @@ def _top_ops(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
 def _coverage(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     rows = data.match_coverage(con, run)
     title = f"{run}: match coverage of the ncu export"
-    if not rows:
+    if rows:
+        return Figure(title, Table.of("match_quality", rows))
+    exported = data.ncu_kernel_counts(con, [run]).get(run)
+    if not exported:
         return Figure(title, Table.of("match_quality", rows), note="no ncu export in this run")
-    return Figure(title, Table.of("match_quality", rows))
+    levels = data.ncu_kernel_levels(con, run, TOP_N)
+    return Figure(f"{run}: the ncu export's kernels, by themselves",
+                  Table.of("ncu_kernel_utilization", levels), note=(
+                      f"The run's ncu export has {exported} kernel(s) and no trace kernel to "
+                      "match them to (no trace in the run, or none matched): their levels "
+                      f"are shown by themselves (the {min(TOP_N, len(levels))} longest), "
+                      "without GPU time, iterations or a GPU level."))
 
 
 def _anomalies(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
