@@ -156,17 +156,17 @@ def test_instruments_figure_is_instrument_comparison(demo_warehouse: Path,
                                                      demo_report: Path) -> None:
     page = parse(demo_report)
     shown = [(int(r["iteration"]), number(r["smi_gpu_util"]), number(r["dcgm_tensor_active_util"]))
-             for r in page.rows("instrument_comparison_v1") if "smi_gpu_util" in r]
+             for r in page.rows("instrument_comparison_v3") if "smi_gpu_util" in r]
     expected = sql(demo_warehouse, "SELECT iteration, smi_gpu_util, dcgm_tensor_active_util "
-                   "FROM instrument_comparison_v1 WHERE run_name = 'resnet_amp_nsys' "
+                   "FROM instrument_comparison_v3 WHERE run_name = 'resnet_amp_nsys' "
                    "ORDER BY window_start_ns")
     assert shown == expected and len(shown) == 5
     [(smi, tensor)] = sql(demo_warehouse, "SELECT avg(smi_gpu_util), avg(dcgm_tensor_active_util)"
-                          " FROM instrument_comparison_v1 WHERE run_name = 'resnet_amp_nsys'")
+                          " FROM instrument_comparison_v3 WHERE run_name = 'resnet_amp_nsys'")
     nsys = figure_of(page, "resnet_amp_nsys", "instruments")
     assert f"nvidia-smi util reads {smi:.1%} busy while DCGM TENSO has the tensor pipes " \
            f"active {tensor:.1%}" in nsys and tensor < 0.05 < 0.95 < smi  # the paper's gap
-    assert "<svg>" in nsys and "Not shown: ncu: no ncu export matched" in nsys
+    assert "<svg>" in nsys and "Not shown: ncu: no ncu export in the run" in nsys
     tf = figure_of(page, "tf_bert_xla_b8", "instruments")
     assert "<svg>" not in tf
     assert "Not shown: nvidia-smi, DCGM, nsys: no samples in the run; ncu: no ncu" in tf

@@ -193,7 +193,11 @@ def memory(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
                 "window_start_ns", [run])
 
 
-# instrument_comparison_v1's value columns in the order of the paper's levels, with labels
+# pinned: the report reads the version whose columns it knows; a newer one is taken up on
+# purpose (v3: covered_share NULL with a reason where v1 and v2 read 1.0)
+INSTRUMENT_COMPARISON = "instrument_comparison_v3"
+
+# instrument_comparison's value columns in the order of the paper's levels, with labels
 INSTRUMENTS = {
     "trace_gpu_util": "trace busy", "smi_gpu_util": "nvidia-smi util",
     "dcgm_gr_engine_active_util": "DCGM GRACT", "dcgm_sm_active_util": "DCGM SMACT",
@@ -212,9 +216,9 @@ def _reason_column(column: str) -> str:
 
 
 def instruments(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    """instrument_comparison_v1's windows of the run: each value and, as `<column>_why`,
+    """instrument_comparison's windows of the run: each value and, as `<column>_why`,
     the view's reason when it is NULL."""
     values = ", ".join(f"{c}, {_reason_column(c)} AS {c}_why" for c in INSTRUMENTS)
     return rows(con, f"SELECT source_id, device_id, iteration, window_ns, {values} FROM "
-                "instrument_comparison_v1 WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
+                f"{INSTRUMENT_COMPARISON} WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
                 "device_id, window_start_ns", [run])

@@ -369,7 +369,7 @@ def _instruments(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figur
     title = f"{run}: instruments side by side (same windows)"
     shown = [c for c in data.INSTRUMENTS if any(r[c] is not None for r in rows)]
     hidden = _why_hidden(rows, [c for c in data.INSTRUMENTS if c not in shown])
-    table = Table.of("instrument_comparison_v1", rows,
+    table = Table.of(data.INSTRUMENT_COMPARISON, rows,
                      ["source_id", "device_id", "iteration", "window_ns", *shown])
     monitors = [c for c in shown if c != "trace_gpu_util"]
     if not rows or not monitors:
