@@ -139,12 +139,12 @@ def figure_of(page: Tables, run: str, part: str) -> str:
     return page.figures[f"run-{index}-{part}"]
 
 
-def test_memory_figure_is_gpu_utilization_v3(demo_warehouse: Path, demo_report: Path) -> None:
+def test_memory_figure_is_gpu_utilization_v5(demo_warehouse: Path, demo_report: Path) -> None:
     page = parse(demo_report)
     shown = [(int(r["iteration"]), int(r["peak_allocated_bytes"]), number(r["peak_memory_share"]))
-             for r in page.rows("gpu_utilization_v3")]
+             for r in page.rows("gpu_utilization_v5")]
     expected = sql(demo_warehouse, "SELECT iteration, peak_allocated_bytes, peak_memory_share "
-                   "FROM gpu_utilization_v3 WHERE peak_allocated_bytes IS NOT NULL ORDER BY "
+                   "FROM gpu_utilization_v5 WHERE peak_allocated_bytes IS NOT NULL ORDER BY "
                    "run_name, source_id, device_id, window_start_ns")
     assert shown == expected and len(shown) == 32  # the eight TF runs, four steps each
     assert "<svg>" in figure_of(page, "tf_bert_xla_b8", "memory")

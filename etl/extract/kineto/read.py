@@ -187,7 +187,8 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     work_activities = sum(s.gpu_work_activities for s in summaries)
     work_calls = 0 if work_activities else _gpu_work_calls(spill)  # read back: rare
     source.anomalies += no_gpu_activity(work_calls, work_activities)
-    _memory_events(spill, source, sinks)
+    source.anomalies += _memory_events(spill, source, sinks,
+                                       {d for s in summaries for d in s.devices})
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -631,11 +632,13 @@ def _repeated(value: int | None, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.int32()), n)
 
 
-def _memory_events(spill: Path, source: _Source, sinks: Sinks) -> None:
-    """The [memory] events spilled by the slices (mem-*) → memory_events rows."""
+def _memory_events(spill: Path, source: _Source, sinks: Sinks, gpu_devices: set[int]
+                   ) -> list[Anomaly]:
+    """The [memory] events spilled by the slices (mem-*) → memory_events rows; an anomaly
+    when their GPU devices are not those the GPU activities ran on."""
     files = sorted(spill.glob("mem-*.parquet"))
     if not files:
-        return
+        return []
     rows = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("event_id")
     rows = rows.filter(pc.is_valid(rows["ts_ns"]))
     kind = rows["memory_device_type"]
@@ -653,3 +656,22 @@ def _memory_events(spill: Path, source: _Source, sinks: Sinks) -> None:
         "allocated_bytes": rows["memory_total_allocated"],
         "reserved_bytes": rows["memory_total_reserved"], "delta_bytes": rows["memory_bytes"],
         "event_id": rows["event_id"]}))
+    return memory_devices_unmatched(pc.drop_null(device), gpu_devices)
+
+
+def memory_devices_unmatched(memory_devices: pa.Array, gpu_devices: set[int]
+                             ) -> list[Anomaly]:
+    """GPU memory events of devices on which no GPU activity of the source ran: the
+    memory views find no memory for the devices that ran (memory_status says so)."""
+    counts = pc.value_counts(memory_devices).to_pylist()
+    other = {c["values"]: c["counts"] for c in counts if c["values"] not in gpu_devices}
+    if not other or not gpu_devices:
+        return []
+    listed = ", ".join(f"{d} ({n} events)" for d, n in sorted(other.items()))
+    return [("memory_device_unmatched", None, (
+        f"GPU memory events of device(s) {listed}, on which no GPU activity of this source "
+        f"ran (its activities ran on device(s) {', '.join(map(str, sorted(gpu_devices)))}): "
+        "the memory views give those devices' windows no peak (memory_status "
+        "memory_events_of_other_devices). PyTorch numbers memory events by its own device "
+        "index and the profiler numbers GPU activities by the runtime's device id, which "
+        "can differ (ROCm)"))]

@@ -186,11 +186,15 @@ def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[R
                 list(runs))
 
 
+# pinned, as INSTRUMENT_COMPARISON (v5: the allocator's order at an instant, memory of other
+# devices said as such)
+MEMORY = "gpu_utilization_v5"
+
+
 def memory(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
     return rows(con, "SELECT source_id, rank, device_id, iteration, peak_allocated_bytes, "
-                "peak_reserved_bytes, peak_memory_share, memory_status FROM "
-                "gpu_utilization_v3 WHERE run_name = ? ORDER BY source_id, device_id, "
-                "window_start_ns", [run])
+                f"peak_reserved_bytes, peak_memory_share, memory_status FROM {MEMORY} "
+                "WHERE run_name = ? ORDER BY source_id, device_id, window_start_ns", [run])
 
 
 # pinned: the report reads the version whose columns it knows; a newer one is taken up on

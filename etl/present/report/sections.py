@@ -337,6 +337,9 @@ MEMORY_STATUS = {
     "no_memory_events": "no memory events in this run (PyTorch: profile with "
                         "profile_memory=True; TensorFlow/JAX: the xplane's allocator events)",
     "no_allocated_bytes": "the memory events carry no allocated bytes",
+    "memory_events_of_other_devices": "the trace's GPU memory events are of other devices "
+                                      "than those its kernels ran on (anomaly "
+                                      "memory_device_unmatched)",
 }
 
 
@@ -347,7 +350,7 @@ def _memory(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
     if not measured:
         statuses = sorted({r["memory_status"] for r in rows})
         why = "; ".join(MEMORY_STATUS.get(s, s) for s in statuses) or "no iteration windows"
-        return Figure(title, Table.of("gpu_utilization_v3", []), note=why, id=anchor)
+        return Figure(title, Table.of(data.MEMORY, []), note=why, id=anchor)
     series = [svg.Series(f"peak {kind} (MiB)", [(r[f"peak_{kind}_bytes"] or 0) / 2**20
                                                 for r in measured])
               for kind in ("allocated", "reserved")]
@@ -356,7 +359,7 @@ def _memory(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
     note = (f"peak_memory_share = peak allocated / the device's memory. {unknown} iteration(s)"
             " without memory events are not drawn." if unknown else
             "peak_memory_share = peak allocated / the device's memory.")
-    return Figure(title, Table.of("gpu_utilization_v3", rows), chart, note, anchor)
+    return Figure(title, Table.of(data.MEMORY, rows), chart, note, anchor)
 
 
 TENSOR_INSTRUMENTS = ("dcgm_tensor_active_util", "nsys_tensor_active_util",
