@@ -293,8 +293,12 @@ def _nothing_read(run: RunFolder) -> str:
         return f"{run.name}: no profiler output in the run folder; nothing ingested"
     listed = "; ".join(f"{rel}: {why}" for rel, why in run.skipped[:10])
     more = f"; and {len(run.skipped) - 10} more" if len(run.skipped) > 10 else ""
-    return (f"{run.name}: no profiler output in the run folder ({len(run.skipped)} file(s) "
-            f"skipped: {listed}{more}); nothing ingested (etl formats lists what is read)")
+    # profiler files recognised and then skipped by their reader (a summary, not a
+    # timeline) are profiler output: say what they lack, not that there is none
+    what = ("nothing the tool can ingest in the run folder" if run.inputs else
+            "no profiler output in the run folder")
+    return (f"{run.name}: {what} ({len(run.skipped)} file(s) skipped: {listed}{more}); "
+            "nothing ingested (etl formats lists what is read)")
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
