@@ -21,7 +21,7 @@ from typing import Any
 from etl.core import VERSION as __version__
 from etl.load import device_memory
 from etl.core.errors import EtlError, InputError, RunError
-from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
+from etl.extract.registry import Format, NothingToIngest, NotThisFormat, grouped_by_reader
 from etl.core.errors import name_text
 from etl.match.stage import Preference, match_run
 from etl.load.runfolder import (
@@ -293,9 +293,9 @@ def _nothing_read(run: RunFolder) -> str:
         return f"{run.name}: no profiler output in the run folder; nothing ingested"
     listed = "; ".join(f"{rel}: {why}" for rel, why in run.skipped[:10])
     more = f"; and {len(run.skipped) - 10} more" if len(run.skipped) > 10 else ""
-    # profiler files recognised and then skipped by their reader (a summary, not a
-    # timeline) are profiler output: say what they lack, not that there is none
-    what = ("nothing the tool can ingest in the run folder" if run.inputs else
+    # profiler output its reader found nothing to ingest in (a summary, not a timeline)
+    # is still profiler output: say what it lacks, not that there is none
+    what = ("nothing the tool can ingest in the run folder" if run.nothing_to_ingest else
             "no profiler output in the run folder")
     return (f"{run.name}: {what} ({len(run.skipped)} file(s) skipped: {listed}{more}); "
             "nothing ingested (etl formats lists what is read)")
@@ -384,6 +384,8 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
                                                        dims.get("step_pattern")))
         except NotThisFormat as exc:
             run.skipped.append((rel, str(exc)))
+            if isinstance(exc, NothingToIngest):
+                run.nothing_to_ingest.append(rel)
             continue
         sources.append(Source(source_id, path, rel, fmt, key.inputs[rel], done.info.event_count,
                               done.rank, done.info.truncated, done.gpu_names,

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, NoReturn
 
-from etl.extract.registry import NotThisFormat
+from etl.extract.registry import NothingToIngest
 
 # the columns after Total Time (ns) that tell the reports apart (nsys 2022 and later)
 REPORTS = (("Instances", "Name", "cuda_gpu_kern_sum: total GPU time per kernel name"),
@@ -38,7 +38,7 @@ def read(path: Path, *_: Any) -> NoReturn:
     text = path.read_bytes()[:65536].decode("utf-8", "replace")
     found = _HEADER.search(text)
     what = describe(found.group(0)) if found else "an nsys stats summary report"
-    raise NotThisFormat(f"an nsys stats summary ({what}), not a timeline: it has no kernel "
+    raise NothingToIngest(f"an nsys stats summary ({what}), not a timeline: it has no kernel "
                         "start, so no GPU utilization can be computed from it; "
                         f"{_timeline(path)}")
 
