@@ -79,7 +79,7 @@ def test_an_export_without_steps_names_its_step_pattern(tmp_path: Path) -> None:
     [window] = query_json(tmp_path / "wh", "SELECT iteration, gpu_util FROM gpu_utilization")
     assert window["iteration"] is None
     assert window["gpu_util"] == 5 * 100_000 / (SETUP_NS + 5 * STEP_NS)  # the whole session
-    runs = cli("runs", "--warehouse", str(tmp_path / "wh"))
+    runs = cli("runs", "--warehouse", str(tmp_path / "wh"), env={"COLUMNS": "200"})
     assert runs.returncode == 0 and suggested in runs.stdout, runs.stdout
 
     # the suggestion works: with it in run.toml, five steps and no hint
