@@ -48,6 +48,12 @@ class NotThisFormat(Exception):
     without trace events): the file is skipped with this reason, not refused."""
 
 
+class NothingToIngest(NotThisFormat):
+    """Raised by a reader for a file that is its format but holds nothing the warehouse
+    keeps (an nsys stats summary: totals, no timeline): skipped with this reason, and a
+    run folder of nothing else is refused as such, not as one without profiler output."""
+
+
 @dataclass(frozen=True)
 class Format:
     name: str                         # recorded in runs.sources[].format

@@ -95,6 +95,25 @@ def clock_of_times(first_ns: int | None, what: str) -> TraceClock:
                                "(2000 to 2100), and the reader states no other clock")
 
 
+# The one anomaly kind of a trace source with no GPU activity, whatever its format
+# (schemas/anomalies.toml): its detail says what the source holds instead and why.
+NO_GPU_ACTIVITY = "no_gpu_activity"
+NO_GPU_ACTIVITY_NOTE = "no GPU activity"
+
+
+def no_gpu_activity(cause: str) -> tuple[str, None, str]:
+    """The anomaly (kind, event_id, detail) of a trace source without one GPU activity
+    (kernel, copy or fill): `cause` says what the source holds instead."""
+    return (NO_GPU_ACTIVITY, None, f"no GPU activity (kernel, copy or fill) in this source: "
+            f"{cause}; it holds no GPU time, so no GPU utilization is computed for it")
+
+
+def no_gpu_activity_remark(cause: str) -> tuple[str, str]:
+    """What the ingest's output says of such a source: its summary note and warning."""
+    return (NO_GPU_ACTIVITY_NOTE, f"{NO_GPU_ACTIVITY_NOTE}: {cause}; no GPU utilization for "
+            f"this trace (anomaly {NO_GPU_ACTIVITY})")
+
+
 @dataclass
 class TraceResult:
     """What every trace reader returns for its file; its rows went to the sinks."""

@@ -21,7 +21,7 @@ from typing import Any
 from etl.core import VERSION as __version__
 from etl.load import device_memory
 from etl.core.errors import EtlError, InputError, RunError
-from etl.extract.registry import Format, NotThisFormat, grouped_by_reader
+from etl.extract.registry import Format, NothingToIngest, NotThisFormat, grouped_by_reader
 from etl.core.errors import name_text
 from etl.match.stage import Preference, match_run
 from etl.load.runfolder import (
@@ -37,14 +37,21 @@ from etl.load.runfolder import (
 from etl.warehouse.store import RUN_TABLES, Publication, TableWriter, Warehouse
 
 
+# Raise by one with every change of extractor or ingest code that changes the rows a run
+# gets from unchanged inputs (the data files below are hashed instead): the runs ingested
+# before are then re-ingested, not reported unchanged. 2: issue #33 (anomalies that say
+# what a run lacks, GPU names of every source). 3: the syncs table (issue #30).
+ROWS_REVISION = 3
+
+
 def extractor_version() -> str:
-    """Code version plus a digest of the field maps and metric catalog (data that changes
-    the rows): a change re-ingests unchanged inputs."""
+    """Code version and ROWS_REVISION, plus a digest of the field maps and metric catalog
+    (data that changes the rows): a change of either re-ingests unchanged inputs."""
     import hashlib
 
-    files = sorted((DATA_DIR / "extract").rglob("*.toml"))
-    data = b"".join(p.read_bytes() for p in files)
-    return f"etl-{__version__}/data-{hashlib.sha256(data).hexdigest()[:10]}"
+    data = b"".join(p.read_bytes() for p in sorted((DATA_DIR / "extract").rglob("*.toml")))
+    return (f"etl-{__version__}.r{ROWS_REVISION}/"
+            f"data-{hashlib.sha256(data).hexdigest()[:10]}")
 
 
 DATA_DIR = Path(__file__).resolve().parent.parent  # etl/
@@ -204,6 +211,7 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
         writers["anomalies"].write(_refused_anomalies(set_aside))
     for name in ("host_events", "kernels"):  # read back by the matcher
         writers[name].close()
+    writers["anomalies"].write(_step_hints(staged, sources, small.get("iterations")))
     has_ncu = counters.tables["ncu_kernels"].num_rows > 0
     kernels, host = _match_inputs(staged, sources) if has_ncu else (None, None)
     preference = Preference(dims.get("ncu_iteration"),
@@ -222,6 +230,42 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     result = _result(run, key.run_id, sources, counts, set_aside)
     result.warnings += _unreachable(run, staged, counts["kernels"])
     return Prepared(result, staged, row)
+
+
+def _step_hints(staged: Path, sources: list[Source], iterations: Any) -> Any:
+    """no_step_markers for each trace source whose one window is the whole trace, with the
+    run's own step_pattern candidates (step_hint.py), and a line of the ingest's output."""
+    import pyarrow.compute as pc
+
+    from etl.load import step_hint
+
+    whole: set[int] = set()
+    if iterations is not None:
+        marked = pc.equal(iterations["boundary"], "whole_trace")
+        whole = set(iterations.filter(marked)["source_id"].to_pylist())
+    found = []
+    for source in sources:
+        if source.source_id in whole:
+            text = step_hint.for_source(staged / "host_events.parquet", source.source_id,
+                                        source.format.family)
+            found.append((source.source_id, text))
+            source.remarks.append(step_hint.remark(text))
+    return _source_anomalies(step_hint.KIND, found)
+
+
+def _source_anomalies(kind: str, found: list[tuple[int, str]]) -> Any:
+    """Anomaly rows of one kind about whole sources: (source_id, detail)."""
+    import pyarrow as pa
+
+    n = len(found)
+    return pa.table({
+        "source_id": pa.array([s for s, _ in found], pa.int32()),
+        "kind": pa.array([kind] * n, pa.string()),
+        "event_id": pa.nulls(n, pa.int64()),
+        "detail": pa.array([d for _, d in found], pa.string()),
+        "ncu_source_id": pa.nulls(n, pa.int32()),
+        "ncu_id": pa.nulls(n, pa.int64()),
+    })
 
 
 def _unreachable(run: RunFolder, staged: Path, activities: int) -> list[str]:
@@ -249,8 +293,12 @@ def _nothing_read(run: RunFolder) -> str:
         return f"{run.name}: no profiler output in the run folder; nothing ingested"
     listed = "; ".join(f"{rel}: {why}" for rel, why in run.skipped[:10])
     more = f"; and {len(run.skipped) - 10} more" if len(run.skipped) > 10 else ""
-    return (f"{run.name}: no profiler output in the run folder ({len(run.skipped)} file(s) "
-            f"skipped: {listed}{more}); nothing ingested (etl formats lists what is read)")
+    # profiler output its reader found nothing to ingest in (a summary, not a timeline)
+    # is still profiler output: say what it lacks, not that there is none
+    what = ("nothing the tool can ingest in the run folder" if run.nothing_to_ingest else
+            "no profiler output in the run folder")
+    return (f"{run.name}: {what} ({len(run.skipped)} file(s) skipped: {listed}{more}); "
+            "nothing ingested (etl formats lists what is read)")
 
 
 def _hash_inputs(run: RunFolder) -> dict[str, str]:
@@ -266,7 +314,8 @@ def _current_runs(warehouse: Warehouse, run: RunFolder, replace: bool
     from another folder is replaced only when the user says so: two folders of one name
     are two runs."""
     runs = warehouse.read_runs(["run_id", "extractor_version", "run_path", "event_count",
-                                "anomaly_count", "kernel_count", "removed"]).to_pylist()
+                                "anomaly_count", "kernel_count", "ncu_kernel_count",
+                                "removed"]).to_pylist()
     mine = [r for r in runs if r["run_name"] == run.name and not r.get("removed")]
     for r in mine:
         if r["run_path"] != run.location() and not replace:
@@ -280,7 +329,9 @@ def _current_runs(warehouse: Warehouse, run: RunFolder, replace: bool
 def _unchanged(run: RunFolder, row: dict[str, Any]) -> RunResult:
     """An unchanged run reports what the warehouse holds of it."""
     return RunResult(run.name, "unchanged", row["run_id"], events=row["event_count"],
-                     kernels=row["kernel_count"] or 0, anomalies=row["anomaly_count"])
+                     kernels=row["kernel_count"] or 0,
+                     ncu_kernels=row.get("ncu_kernel_count") or 0,
+                     anomalies=row["anomaly_count"])
 
 
 @dataclass
@@ -333,6 +384,8 @@ def _extract_sources(run: RunFolder, dims: dict[str, Any], key: RunKey,
                                                        dims.get("step_pattern")))
         except NotThisFormat as exc:
             run.skipped.append((rel, str(exc)))
+            if isinstance(exc, NothingToIngest):
+                run.nothing_to_ingest.append(rel)
             continue
         sources.append(Source(source_id, path, rel, fmt, key.inputs[rel], done.info.event_count,
                               done.rank, done.info.truncated, done.gpu_names,
@@ -379,7 +432,8 @@ def _extract_counters(run: RunFolder, devices: Any, dims: dict[str, Any], key: R
     formats = {f.name: f for _, f in run.inputs}
     sources = [Source(first_id + i, e["path"], relative(run, e["path"]), formats[e["format"]],
                       key.inputs[relative(run, e["path"])], e["rows"],
-                      ncu_source_id=e["ncu_source_id"]) for i, e in enumerate(part.sources)]
+                      gpu_names=e.get("gpu_names", []), ncu_source_id=e["ncu_source_id"])
+               for i, e in enumerate(part.sources)]
     return CountersPart(part.tables, part.anomalies, sources, refused)
 
 
@@ -434,7 +488,8 @@ def _extract_samples(run: RunFolder, dims: dict[str, Any], key: RunKey, first_id
             writers["anomalies"].write(part.anomalies)
         sources += [Source(first_id + len(sources) + i, e["path"], relative(run, e["path"]),
                            formats[e["format"]], key.inputs[relative(run, e["path"])],
-                           e["rows"]) for i, e in enumerate(part.sources)]
+                           e["rows"], gpu_names=e.get("gpu_names", []))
+                    for i, e in enumerate(part.sources)]
     return sources
 
 
@@ -571,6 +626,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "event_count": _trace_events(sources),
         "anomaly_count": counts["anomalies"],
         "kernel_count": counts["kernels"],
+        "ncu_kernel_count": counts["ncu_kernels"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
 
@@ -587,10 +643,15 @@ def _trace_events(sources: list[Source]) -> int:
 
 
 def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str | None]:
+    """run.toml's gpu, else the first name a source gives (traces first, then the ncu
+    exports' device names, then the monitors'), and where it came from."""
     if dims.get("gpu"):
         return dims["gpu"], "run.toml"
-    names = [n for s in sources for n in s.gpu_names]
-    return (names[0], "trace") if names else (None, None)
+    for source in sources:
+        if source.gpu_names:
+            role = source.format.role
+            return source.gpu_names[0], ("trace" if role == "trace" else source.format.family)
+    return None, None
 
 
 def _result(run: RunFolder, run_id: str, sources: list[Source],

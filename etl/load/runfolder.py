@@ -36,6 +36,8 @@ class RunFolder:
     path: Path
     inputs: list[tuple[Path, Format]] = field(default_factory=list)  # profiler files
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    # profiler output its reader found nothing to ingest in (an nsys stats summary)
+    nothing_to_ingest: list[str] = field(default_factory=list)
     run_toml: Path | None = None
 
     def of_role(self, role: Role) -> list[tuple[Path, Format]]:

@@ -6,8 +6,9 @@ same gpu_utilization (a run of several ranks: one trace, a process per rank's ho
 rank's GPU, `write_merged`; `split_merged` gives back the per-rank files). `export_folder`
 writes a run folder instead, one such file per rank and the run's run.toml, that `etl
 ingest` reads back as the same run's ranks. Each file holds:
-- host events (complete events, `ph: X`) with their category, pid, tid, External id and
-  correlation, as in the source;
+- host events (complete events, `ph: X`) with their pid, tid, External id and correlation,
+  as in the source, and their category, or the Kineto category that plays its part for a
+  source of another format (HOST_CATEGORY: an xplane launch is a cuda_runtime call);
 - GPU activities on pid = device, tid = stream, with device, stream, correlation, grid,
   block, registers, shared memory and bytes; a kernel matched to Nsight Compute carries
   its levels in `args` ("ncu smsp_active_util", ...);
@@ -16,9 +17,10 @@ ingest` reads back as the same run's ranks. Each file holds:
 - metadata names for the GPU processes and streams;
 - a `ProfilerStep#N` user_annotation per iteration of a source read from another format
   (nsys NVTX ranges, TensorFlow steps), whose own markers Kineto does not read as steps.
-A TensorFlow (xplane) run comes back with the same kernels and gpu_utilization, but its
-kernels without op, layer and iteration: xplane links them to ops by name, and the trace
-has no launch events to link them by correlation.
+A TensorFlow or JAX (xplane) run comes back with the same kernels and gpu_utilization,
+its launch calls linked to its kernels by correlation (no flow arrows are written: the
+Kineto reader links by correlation), though not always to the same op and layer: xplane
+takes them from the kernel's own annotation, Kineto from the ops around the launch.
 Times are written in µs with three decimals, exactly the stored integer ns, and the
 source's baseTimeNanoseconds (iterations.utc_offset_ns of a base_time clock) in the header,
 so the times map to the same wall clock. What the warehouse does not keep (flow arrows,
@@ -42,6 +44,16 @@ if TYPE_CHECKING:
 LEVELS = ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util",
           "tc_inst_share", "tc_active_share")
 KINETO_CATEGORY = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
+# Host categories of other formats (schemas/host_events.toml) → the Kineto category that
+# plays their part, so that the Kineto reader links and reads them as the source's reader
+# did: a launch call carries the correlation of its GPU activities (xplane launch), an op
+# is a cpu_op (xplane tf_op), an annotation a user_annotation (xplane trace_me and step,
+# nsys nvtx), an allocator event an instant event (xplane memory). Written as stored, a
+# category Kineto's field map lacks is an unknown_category anomaly per event and a launch
+# no launch: a JAX run came back with 3 650 anomalies where it had 4.
+HOST_CATEGORY = {"launch": "cuda_runtime", "tf_op": "cpu_op", "trace_me": "user_annotation",
+                 "step": "user_annotation", "nvtx": "user_annotation",
+                 "memory": "cpu_instant_event"}
 BATCH = 10_000
 
 
@@ -86,8 +98,8 @@ def _host_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
                 args["External id"] = external
             if correlation is not None:
                 args["correlation"] = correlation
-            fields = {"ph": "X", "cat": category, "name": name, "pid": place("host", _pid(pid)),
-                      "tid": _pid(tid), "args": args}
+            fields = {"ph": "X", "cat": HOST_CATEGORY.get(category, category), "name": name,
+                      "pid": place("host", _pid(pid)), "tid": _pid(tid), "args": args}
             yield _event(fields, ts, dur if dur is not None else 0)
 
 
@@ -106,7 +118,7 @@ def _step_markers(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
         "AND NOT EXISTS (SELECT 1 FROM host_events AS h WHERE h.run_id = i.run_id AND "
         "h.source_id = i.source_id AND list_contains(?, h.category) AND h.name = "
         "'ProfilerStep#' || i.iteration) ORDER BY i.start_ns",
-        [run_id, source, categories]).fetchall()
+        [run_id, source, _written_as(categories)]).fetchall()
     if not missing:
         return
     (pid, tid), = con.execute(
@@ -117,6 +129,12 @@ def _step_markers(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
                   "pid": place("host", _pid(pid)), "tid": _pid(tid),
                   "args": {"etl": "iteration window of the source"}}
         yield _event(fields, start, end - start)
+
+
+def _written_as(categories: list[str]) -> list[str]:
+    """The stored host categories that are written as one of `categories`."""
+    return ([c for c in categories if c not in HOST_CATEGORY]
+            + [stored for stored, written in HOST_CATEGORY.items() if written in categories])
 
 
 def _gpu_events(con: duckdb.DuckDBPyConnection, run_id: str, source: int,
@@ -152,9 +170,20 @@ def _gpu_event(row: tuple[Any, ...], place: Place) -> str:
     if ncu_id is not None:
         args["ncu id"] = ncu_id
         args.update({f"ncu {x}": v for x, v in zip(LEVELS, levels) if v is not None})
-    fields = {"ph": "X", "cat": category or KINETO_CATEGORY.get(kind, kind), "name": name,
+    fields = {"ph": "X", "cat": _gpu_category(category, kind), "name": name,
               "pid": place("gpu", device), "tid": stream, "args": args}
     return _event(fields, ts, dur)
+
+
+def _gpu_category(category: str | None, kind: str) -> str:
+    """The source's category when Kineto's field map reads it as this kind of GPU
+    activity, else Kineto's category of the kind (nsys writes memcpy, xplane none)."""
+    from etl.extract.fields import field_map
+
+    known = field_map("kineto")["categories"].get(category or "", {})
+    if known.get("table") == "gpu" and known.get("kind") == kind:
+        return str(category)
+    return KINETO_CATEGORY.get(kind, category or kind)
 
 
 def _counters(con: duckdb.DuckDBPyConnection, run_name: str, source: int,

@@ -23,12 +23,13 @@ def test_debug_shows_the_traceback_wherever_it_is(tmp_path: Path, where: str) ->
 
 def test_version_names_extractors_and_views() -> None:
     from etl import __version__
+    from etl.load.ingest import ROWS_REVISION
 
     out = cli("--version")
     assert out.returncode == 0
     lines = out.stdout.splitlines()
     assert lines[0] == f"etl {__version__}"
-    assert lines[1].startswith(f"extractors etl-{__version__}/data-")
+    assert lines[1].startswith(f"extractors etl-{__version__}.r{ROWS_REVISION}/data-")
     assert "gpu_utilization_v" in lines[2] and "_busy_intervals" not in lines[2]
 
 

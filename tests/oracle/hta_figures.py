@@ -7,13 +7,15 @@ that has it (a throwaway venv: the project does not depend on HTA).
 `figures(python, trace_dir)` runs SCRIPT there and returns, per rank: HTA's temporal
 breakdown (µs), comm/comp overlap (%), idle time breakdown per stream and category (µs,
 HTA's default consecutive_kernel_delay) and the number of launch-stat rows and short
-kernels. HTA keeps the trace's time unit (µs for Kineto JSON) and drops the last
-ProfilerStep when it reads a trace.
+kernels. HTA keeps the trace's time unit (µs for Kineto JSON) and, when it reads a trace,
+leaves out the kernels launched after a cut-off: the last ProfilerStep, or part of it, or
+nothing (`hta_kept_steps` says which steps it keeps).
 """
 from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +63,46 @@ def figures(python: str, trace_dir: Path) -> dict[int, dict[str, Any]]:
     done = subprocess.run([python, "-c", SCRIPT, str(trace_dir)], capture_output=True,
                           text=True, timeout=900, check=True)
     return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+@dataclass(frozen=True)
+class KeptSteps:
+    """The steps of one source that HTA 0.5 measures: `whole` it keeps entirely, `part`
+    it keeps in part (the kernels launched before its cut-off)."""
+
+    whole: frozenset[int]
+    part: frozenset[int]
+
+
+def hta_kept_steps(con: Any, run: str) -> dict[int | None, KeptSteps]:
+    """Per rank of `run` in a warehouse, the steps HTA 0.5 keeps when it reads the trace
+    (hta/common/trace.py, Trace._filter_irrelevant_gpu_kernels):
+    - with at most one distinct ProfilerStep name in the trace, it keeps everything;
+    - else it keeps the CPU events that start before the latest start of a ProfilerStep
+      event it counts as a CPU event, and the GPU kernels they launched. A GPU-side
+      ProfilerStep annotation (gpu_user_annotation, no correlation) counts as a CPU
+      event: where the GPU annotates the last step, the cut-off is its start on the GPU,
+      after the host began that step, so HTA keeps part of the last step, not none.
+    A step is kept whole when its host span ends by the cut-off, in part when it
+    straddles it."""
+    names = {n for (n,) in con.execute(
+        "SELECT DISTINCT name FROM host_events JOIN runs USING (run_id) WHERE run_name = ? "
+        "AND name LIKE '%ProfilerStep%' UNION SELECT DISTINCT name FROM kernels JOIN runs "
+        "USING (run_id) WHERE run_name = ? AND name LIKE '%ProfilerStep%' AND "
+        "correlation_id IS NULL", [run, run]).fetchall()}
+    steps = con.execute(
+        "SELECT i.source_id, i.rank, i.iteration, i.start_ns, i.end_ns, (SELECT max(ts) FROM "
+        "(SELECT ts_ns AS ts FROM host_events AS h WHERE h.run_id = i.run_id AND h.source_id "
+        "= i.source_id AND h.name LIKE '%ProfilerStep%' UNION ALL SELECT ts_ns FROM kernels "
+        "AS k WHERE k.run_id = i.run_id AND k.source_id = i.source_id AND k.name LIKE "
+        "'%ProfilerStep%' AND k.correlation_id IS NULL)) AS cutoff FROM iterations AS i JOIN "
+        "runs AS r ON r.run_id = i.run_id WHERE r.run_name = ? AND i.iteration IS NOT NULL",
+        [run]).fetchall()
+    kept: dict[int | None, tuple[set[int], set[int]]] = {}
+    for _source, rank, iteration, start, end, cutoff in steps:
+        whole, part = kept.setdefault(rank, (set(), set()))
+        if len(names) <= 1 or end <= cutoff:
+            whole.add(iteration)
+        elif start < cutoff:
+            part.add(iteration)
+    return {rank: KeptSteps(frozenset(w), frozenset(p)) for rank, (w, p) in kept.items()}

@@ -154,16 +154,17 @@ def steps_in(doc: dict) -> list[tuple[str, str]]:
 
 
 def test_steps_of_another_format_come_back_as_kineto_markers(demo: Path) -> None:
-    """nsys marks steps with NVTX ranges, which the Kineto reader does not read as steps:
-    the export adds one ProfilerStep#N user_annotation per iteration, and only then."""
+    """nsys marks steps with NVTX ranges: the export writes NVTX ranges as user_annotation
+    (HOST_CATEGORY), so the demo's ProfilerStep#N ranges are Kineto's step markers and no
+    other is added; a source whose steps are not such events gets one ProfilerStep#N
+    user_annotation per iteration (tests/present/test_export_categories.py)."""
     out = demo / "copies" / "nsys_copy"
     result = cli("export-trace", "resnet_amp_nsys", "--warehouse", str(demo / "wh"), "-o",
                  f"{out}/")
     assert result.returncode == 0, result.stderr
     doc = json.loads((out / "source0.pt.trace.json").read_text())
-    assert sorted(steps_in(doc)) == sorted(
-        [("nvtx", f"ProfilerStep#{i}") for i in range(5)]
-        + [("user_annotation", f"ProfilerStep#{i}") for i in range(5)])
+    assert sorted(steps_in(doc)) == [("user_annotation", f"ProfilerStep#{i}")
+                                     for i in range(5)]
     ingest = cli("ingest", str(out), "--warehouse", str(demo / "wh5"))
     assert ingest.returncode == 0, ingest.stderr
     original = fetch(demo / "wh", KERNELS, "resnet_amp_nsys")

@@ -139,12 +139,12 @@ def figure_of(page: Tables, run: str, part: str) -> str:
     return page.figures[f"run-{index}-{part}"]
 
 
-def test_memory_figure_is_gpu_utilization_v3(demo_warehouse: Path, demo_report: Path) -> None:
+def test_memory_figure_is_gpu_utilization_v5(demo_warehouse: Path, demo_report: Path) -> None:
     page = parse(demo_report)
     shown = [(int(r["iteration"]), int(r["peak_allocated_bytes"]), number(r["peak_memory_share"]))
-             for r in page.rows("gpu_utilization_v3")]
+             for r in page.rows("gpu_utilization_v5")]
     expected = sql(demo_warehouse, "SELECT iteration, peak_allocated_bytes, peak_memory_share "
-                   "FROM gpu_utilization_v3 WHERE peak_allocated_bytes IS NOT NULL ORDER BY "
+                   "FROM gpu_utilization_v5 WHERE peak_allocated_bytes IS NOT NULL ORDER BY "
                    "run_name, source_id, device_id, window_start_ns")
     assert shown == expected and len(shown) == 32  # the eight TF runs, four steps each
     assert "<svg>" in figure_of(page, "tf_bert_xla_b8", "memory")
@@ -156,17 +156,17 @@ def test_instruments_figure_is_instrument_comparison(demo_warehouse: Path,
                                                      demo_report: Path) -> None:
     page = parse(demo_report)
     shown = [(int(r["iteration"]), number(r["smi_gpu_util"]), number(r["dcgm_tensor_active_util"]))
-             for r in page.rows("instrument_comparison_v1") if "smi_gpu_util" in r]
+             for r in page.rows("instrument_comparison_v3") if "smi_gpu_util" in r]
     expected = sql(demo_warehouse, "SELECT iteration, smi_gpu_util, dcgm_tensor_active_util "
-                   "FROM instrument_comparison_v1 WHERE run_name = 'resnet_amp_nsys' "
+                   "FROM instrument_comparison_v3 WHERE run_name = 'resnet_amp_nsys' "
                    "ORDER BY window_start_ns")
     assert shown == expected and len(shown) == 5
     [(smi, tensor)] = sql(demo_warehouse, "SELECT avg(smi_gpu_util), avg(dcgm_tensor_active_util)"
-                          " FROM instrument_comparison_v1 WHERE run_name = 'resnet_amp_nsys'")
+                          " FROM instrument_comparison_v3 WHERE run_name = 'resnet_amp_nsys'")
     nsys = figure_of(page, "resnet_amp_nsys", "instruments")
     assert f"nvidia-smi util reads {smi:.1%} busy while DCGM TENSO has the tensor pipes " \
            f"active {tensor:.1%}" in nsys and tensor < 0.05 < 0.95 < smi  # the paper's gap
-    assert "<svg>" in nsys and "Not shown: ncu: no ncu export matched" in nsys
+    assert "<svg>" in nsys and "Not shown: ncu: no ncu export in the run" in nsys
     tf = figure_of(page, "tf_bert_xla_b8", "instruments")
     assert "<svg>" not in tf
     assert "Not shown: nvidia-smi, DCGM, nsys: no samples in the run; ncu: no ncu" in tf
@@ -200,7 +200,7 @@ def test_sections_without_ncu_say_why(tmp_path: Path) -> None:
         assert "<svg>" not in sections[sid], sid
     # Amdahl falls back on the kernel names ("k" is no tensor-core name: bound 1)
     assert parse(out).rows("tc_amdahl_v2") == [{
-        "run_name": "plain", "rank": "", "device_id": "0", "iteration": "1",
+        "run_name": "plain", "source_id": "0", "rank": "", "device_id": "0", "iteration": "1",
         "basis": "name_estimate", "non_tc_time_share": "1.0", "speedup_bound_k2_ratio": "1.0",
         "speedup_bound_k10_ratio": "1.0", "speedup_bound_inf_ratio": "1.0",
         "basis_note": "no ncu export in the run"}]

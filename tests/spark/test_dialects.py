@@ -61,8 +61,8 @@ def test_a_query_registers_the_views_it_reads_and_no_other() -> None:
                             "SELECT * FROM run_summary JOIN w USING (run_id)")
     assert named is not None and set(named) == {"w", "runs", "run_summary"}
     assert views_read_by(views, named) == {
-        "run_summary", "run_summary_v4", "gpu_utilization_v4", "_window_coverage_v1",
-        "_activity_pieces_v1", "_iteration_windows_v3", "_iteration_memory_v2"}
+        "run_summary", "run_summary_v5", "gpu_utilization_v5", "_window_coverage_v1",
+        "_activity_pieces_v1", "_iteration_windows_v3", "_iteration_memory_v3"}
     assert views_read_by(views, ["gpu_utilization_v1"]) >= {"gpu_utilization_v1"}
     assert "gpu_utilization" not in views_read_by(views, ["gpu_utilization_v1"])
     assert tables_named_in("SELEC nothing (((") is None

@@ -190,15 +190,26 @@ def test_idle_breakdown_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
 @pytest.mark.parametrize("run_name,folder", traces())
 def test_launch_stats_agree_with_oracle(corpus: duckdb.DuckDBPyConnection,
                                         run_name: str, folder: Path) -> None:
+    """The oracle credits each activity with its launch call, as launch_stats_v1 does;
+    v2 keeps graph kernels apart (tests/views/test_launch_stats_graphs.py), and its rows of
+    a name, graph and not, add up to the oracle's counts."""
     for trace in _files(folder):
+        source = _source(corpus, run_name, trace)
         got = {r[0]: {"launch_count": r[1], "short_kernel_count": r[2],
                       "launch_outlier_count": r[3], "delay_outlier_count": r[4],
                       "sum_launch_delay_ns": r[5]} for r in corpus.execute(
             "SELECT kernel_name, launch_count, short_kernel_count, launch_outlier_count, "
             "delay_outlier_count, round(mean_launch_delay_ns * launch_count)::BIGINT "
-            "FROM launch_stats WHERE run_name = ? AND source_id = ?",
-            [run_name, _source(corpus, run_name, trace)]).fetchall()}
-        assert got == naive.launch_stats(trace), trace.name
+            "FROM launch_stats_v1 WHERE run_name = ? AND source_id = ?",
+            [run_name, source]).fetchall()}
+        want = naive.launch_stats(trace)
+        assert got == want, trace.name
+        v2 = {r[0]: {"launch_count": r[1], "delay_outlier_count": r[2]} for r in corpus.execute(
+            "SELECT kernel_name, sum(launch_count), sum(delay_outlier_count) FROM "
+            "launch_stats_v2 WHERE run_name = ? AND source_id = ? GROUP BY kernel_name",
+            [run_name, source]).fetchall()}
+        assert v2 == {name: {k: w[k] for k in ("launch_count", "delay_outlier_count")}
+                      for name, w in want.items()}, trace.name
 
 
 def test_stragglers_on_two_ranks(corpus: duckdb.DuckDBPyConnection) -> None:

@@ -34,7 +34,7 @@ from etl.extract.kineto.decode import Anomaly, TraceInfo, stream_trace
 from etl.extract.fields import field_map
 from etl.core.errors import InputError
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
-from etl.extract.trace_role import PipelineOptions, Sinks, Writer
+from etl.extract.trace_role import PipelineOptions, Sinks, Writer, no_gpu_activity_remark
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
@@ -46,10 +46,11 @@ from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span,
                                            spill_table, spill_text)
 from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
                                             window_ends)
-from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS, NO_GPU_ACTIVITY,
+from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS,
                                       BeginEndSweep, Step, StepMarkers, _anomaly_table,
                                       _devices_table, gpu_work_calls, iterations_table,
-                                      no_gpu_activity, thread_keys)
+                                      no_gpu_activity, no_gpu_activity_cause,
+                                      thread_keys)
 
 DUCKDB_MEMORY = "128MB"      # DuckDB spills to the spill folder beyond this
 
@@ -186,7 +187,8 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     work_activities = sum(s.gpu_work_activities for s in summaries)
     work_calls = 0 if work_activities else _gpu_work_calls(spill)  # read back: rare
     source.anomalies += no_gpu_activity(work_calls, work_activities)
-    _memory_events(spill, source, sinks)
+    source.anomalies += _memory_events(spill, source, sinks,
+                                       {d for s in summaries for d in s.devices})
     _syncs(spill, source, sinks)
     source.anomalies += info.anomalies
     if info.truncated:
@@ -217,10 +219,9 @@ def _remarks(info: TraceInfo, iterations: pa.Table, work_calls: int, work_activi
              ) -> list[tuple[str, str]]:
     """What the ingest's output says about a source beyond its counts."""
     remarks = []
-    if no_gpu_activity(work_calls, work_activities):
-        remarks.append(("no GPU activity", f"{work_calls} launch calls that start GPU work and "
-                        "no GPU activity: recorded without CUDA activities? No GPU "
-                        f"utilization for this trace (anomaly {NO_GPU_ACTIVITY})"))
+    cause = no_gpu_activity_cause(work_calls, work_activities)
+    if cause is not None:
+        remarks.append(no_gpu_activity_remark(cause))
     if info.truncated:
         # sum of no rows is NULL: a trace cut before its first complete event has none
         cut = iterations.num_rows - (pc.sum(iterations["complete"].cast(pa.int64())).as_py()
@@ -669,11 +670,13 @@ def _id_or_null(values: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.if_else(pc.greater_equal(values, 0), values, pa.scalar(None, pa.int64()))
 
 
-def _memory_events(spill: Path, source: _Source, sinks: Sinks) -> None:
-    """The [memory] events spilled by the slices (mem-*) → memory_events rows."""
+def _memory_events(spill: Path, source: _Source, sinks: Sinks, gpu_devices: set[int]
+                   ) -> list[Anomaly]:
+    """The [memory] events spilled by the slices (mem-*) → memory_events rows; an anomaly
+    when their GPU devices are not those the GPU activities ran on."""
     files = sorted(spill.glob("mem-*.parquet"))
     if not files:
-        return
+        return []
     rows = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("event_id")
     rows = rows.filter(pc.is_valid(rows["ts_ns"]))
     kind = rows["memory_device_type"]
@@ -691,3 +694,22 @@ def _memory_events(spill: Path, source: _Source, sinks: Sinks) -> None:
         "allocated_bytes": rows["memory_total_allocated"],
         "reserved_bytes": rows["memory_total_reserved"], "delta_bytes": rows["memory_bytes"],
         "event_id": rows["event_id"]}))
+    return memory_devices_unmatched(pc.drop_null(device), gpu_devices)
+
+
+def memory_devices_unmatched(memory_devices: pa.Array, gpu_devices: set[int]
+                             ) -> list[Anomaly]:
+    """GPU memory events of devices on which no GPU activity of the source ran: the
+    memory views find no memory for the devices that ran (memory_status says so)."""
+    counts = pc.value_counts(memory_devices).to_pylist()
+    other = {c["values"]: c["counts"] for c in counts if c["values"] not in gpu_devices}
+    if not other or not gpu_devices:
+        return []
+    listed = ", ".join(f"{d} ({n} events)" for d, n in sorted(other.items()))
+    return [("memory_device_unmatched", None, (
+        f"GPU memory events of device(s) {listed}, on which no GPU activity of this source "
+        f"ran (its activities ran on device(s) {', '.join(map(str, sorted(gpu_devices)))}): "
+        "the memory views give those devices' windows no peak (memory_status "
+        "memory_events_of_other_devices). PyTorch numbers memory events by its own device "
+        "index and the profiler numbers GPU activities by the runtime's device id, which "
+        "can differ (ROCm)"))]

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from etl.extract import link
+from etl.extract import link, trace_role
 from etl.extract.kineto import layers
 from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.decode import KinetoTrace
@@ -498,18 +498,22 @@ def gpu_work_activities(gpu: pa.Table) -> int:
     return int(pc.sum(pc.fill_null(work, False).cast(pa.int64())).as_py() or 0)
 
 
-NO_GPU_ACTIVITY = "launches_without_gpu_activity"
-
-
 def no_gpu_activity(calls: int, activities: int) -> list[Anomaly]:
-    """The anomaly of a source with launch calls that start GPU work and not one GPU
-    activity such calls start."""
-    if not calls or activities:
-        return []
-    return [(NO_GPU_ACTIVITY, None, f"{calls} launch calls that start GPU work and no GPU "
-             "activity (kernel, copy or fill) in the trace: it was probably recorded without "
-             "CUDA activities (torch.profiler without ProfilerActivity.CUDA); it holds no GPU "
-             "time, so no utilization is computed for it")]
+    """The anomaly of a source without one GPU activity that launch calls start (kernel,
+    copy, fill): trace_role.no_gpu_activity, saying how many such calls it has."""
+    cause = no_gpu_activity_cause(calls, activities)
+    return [] if cause is None else [trace_role.no_gpu_activity(cause)]
+
+
+def no_gpu_activity_cause(calls: int, activities: int) -> str | None:
+    """What a source without GPU activity holds instead; None when it has some."""
+    if activities:
+        return None
+    if calls:
+        return (f"{calls} launch calls that start GPU work: it was probably recorded without "
+                "CUDA activities (torch.profiler without ProfilerActivity.CUDA)")
+    return ("no launch call either: a CPU-only profile (torch.profiler with "
+            "ProfilerActivity.CPU alone, or a program that ran nothing on the GPU)")
 
 
 def _take_names(names: pa.Array, rows: np.ndarray) -> pa.Array:

@@ -205,7 +205,7 @@ def _smi_frame(fields: list[tuple[str, str | None]], table: Any) -> Frame:
         elif role == "device_index":
             frame.anomalies.append(("column_ignored", f"column {name!r} ignored: the device "
                                     f"is taken from the log's own {device_col!r} column"))
-        elif role in ("device_uuid", "device_bus_id"):
+        elif role in ("device_uuid", "device_bus_id", "device_name"):
             setattr(frame, role, _text_column(texts))
         elif role is None:
             frame.metrics.append(MetricColumn(name, texts, unit))
@@ -327,11 +327,12 @@ def parse_prometheus(text: str) -> list[Frame]:
             scrape, seen = scrape + 1, set()
         seen.add(key)
         labels = dict(_LABEL.findall(labels_text or ""))
-        cols = series.setdefault(name, {k: [] for k in ("i", "d", "u", "b", "t", "v")})
+        cols = series.setdefault(name, {k: [] for k in ("i", "d", "u", "b", "m", "t", "v")})
         cols["i"].append(scrape)
         cols["d"].append(_int(labels.get("gpu", "")))
         cols["u"].append(labels.get("UUID") or labels.get("uuid"))
         cols["b"].append(labels.get("pci_bus_id"))
+        cols["m"].append(labels.get("modelName"))
         cols["t"].append(_millis(millis) if millis else when)
         cols["v"].append(value)
     frames = [_prom_frame(name, cols) for name, cols in series.items()]
@@ -344,7 +345,7 @@ def parse_prometheus(text: str) -> list[Frame]:
 def _prom_frame(name: str, cols: dict[str, list[Any]]) -> Frame:
     frame = Frame("dcgm-exporter", "dcgm", cols["i"], cols["d"],
                   times=cols["t"] if any(t is not None for t in cols["t"]) else None,
-                  device_uuid=cols["u"], device_bus_id=cols["b"])
+                  device_uuid=cols["u"], device_bus_id=cols["b"], device_name=cols["m"])
     frame.metrics = [MetricColumn(name, cols["v"])]
     return frame
 

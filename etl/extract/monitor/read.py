@@ -37,7 +37,23 @@ def read(files: list[Path], dims: dict[str, Any], first_source_id: int) -> Sampl
         if rows == 0:
             raise InputError(path, f"no {fmt.name} sample could be read", None,
                              "check that the log holds samples below its header")
-        sources.append({"path": path, "format": fmt.name, "rows": rows})
+        sources.append({"path": path, "format": fmt.name, "rows": rows,
+                        "gpu_names": _gpu_names(frames)})
     table = pa.concat_tables(tables) if tables else None
     return SamplesPart({"gpu_samples": table} if table is not None else {},
                        anomaly_table(found) if found else None, sources)
+
+
+def _gpu_names(frames: list[Any]) -> list[str]:
+    """The GPU models a log names (nvidia-smi name, DCGM modelName), in order of first
+    appearance: runs.gpu of a run whose traces name none."""
+    import pyarrow as pa
+
+    names: list[str] = []
+    for frame in frames:
+        if frame.device_name is None:
+            continue
+        for name in pa.array(frame.device_name, pa.string()).unique().to_pylist():
+            if name and name not in names:
+                names.append(name)
+    return names

@@ -40,6 +40,7 @@ class Frame:
     times: Any = None             # the time as printed; None: no time column
     device_uuid: Any = None
     device_bus_id: Any = None
+    device_name: Any = None       # the GPU model as printed (nvidia-smi name, modelName)
     metrics: list[MetricColumn] = field(default_factory=list)
     anomalies: list[tuple[str, str]] = field(default_factory=list)
 
@@ -290,6 +291,30 @@ def order_anomalies(device: pa.Array, ts: pa.Array, what: str) -> list[tuple[str
     return found
 
 
+def mixed_models(device: pa.Array, name: pa.Array, what: str) -> list[tuple[str, str]]:
+    """One GPU index that names several GPU models: two jobs on two machines writing one
+    log. Their samples are kept, each with its device_name; the views, which know the GPU
+    by its index, would average them as one GPU."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = pa.table({"device": device, "name": name}).filter(pc.is_valid(name))
+    counts = table.group_by(["device", "name"]).aggregate([("name", "count")]).to_pylist()
+    by_device: dict[int | None, list[tuple[str, int]]] = {}
+    for row in counts:
+        by_device.setdefault(row["device"], []).append((row["name"], row["name_count"]))
+    found = []
+    for index, models in sorted(by_device.items(), key=lambda kv: (kv[0] is None, kv[0])):
+        if len(models) > 1:
+            listed = ", ".join(f"{n!r} ({c} sample{'s' * (c != 1)})" for n, c in sorted(models))
+            found.append(("device_models_mixed", (
+                f"{what}: GPU index {index} names {len(models)} GPU models: {listed}; two "
+                "jobs or machines writing one log? The samples keep their device_name, but "
+                "the views know a GPU by its index and average them as one (filter "
+                "gpu_samples by device_name, or split the log)")))
+    return found
+
+
 def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> pa.Table:
     """The frame's gpu_samples rows (without run_id/publish_id), metric by metric."""
     import pyarrow as pa
@@ -297,6 +322,8 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
     clock = map_clock(frame, timezone, what)
     device = arrow(frame.device_index, pa.int32())
     frame.anomalies += order_anomalies(device, clock.ts_ns, what)
+    if frame.device_name is not None:
+        frame.anomalies += mixed_models(device, arrow(frame.device_name, pa.string()), what)
     none = pa.nulls(frame.rows, pa.string())
     keys = {
         "sample_index": arrow(frame.sample_index, pa.int64()),
@@ -305,6 +332,8 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
                                                                     pa.string()),
         "device_bus_id": none if frame.device_bus_id is None else arrow(
             frame.device_bus_id, pa.string()),
+        "device_name": none if frame.device_name is None else arrow(frame.device_name,
+                                                                    pa.string()),
         "ts_ns": clock.ts_ns, "clock_ts_ns": clock.clock_ts_ns, "clock": clock.clock,
     }
     parts = []

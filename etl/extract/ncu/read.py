@@ -107,8 +107,9 @@ def read(paths: list[Path], devices: pa.Table | None, dims: dict[str, Any]) -> N
 def _file_entries(export: NcuExport, ncu_source_id: int) -> list[dict[str, Any]]:
     rows = export.path_rows if len(export.path_rows) == len(export.paths) else [
         export.metrics.num_rows if len(export.paths) == 1 else None for _ in export.paths]
-    return [{"path": path, "format": export.format, "rows": n, "ncu_source_id": ncu_source_id}
-            for path, n in zip(export.paths, rows)]
+    names = [n for n in dict.fromkeys(export.kernels["device_name"].to_pylist()) if n]
+    return [{"path": path, "format": export.format, "rows": n, "ncu_source_id": ncu_source_id,
+             "gpu_names": names} for path, n in zip(export.paths, rows)]
 
 
 def _levels(export: Any, arch: str | None, sm_count: int | None) -> pa.Table:

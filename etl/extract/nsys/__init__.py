@@ -52,6 +52,15 @@ def looks_like_gpu_trace_csv(head: bytes) -> bool:
     return _GPU_TRACE_HEADER.match(head) is not None
 
 
+_SUMMARY_HEADER = re.compile(rb"^(?:\xef\xbb\xbf)?Time ?\(%\),Total Time \(ns\),", re.MULTILINE)
+
+
+def looks_like_stats_summary(head: bytes) -> bool:
+    """An `nsys stats` summary CSV: its header (after the notes nsys prints before it when
+    its output is redirected) starts Time (%),Total Time (ns),..."""
+    return _SUMMARY_HEADER.search(head[:4096]) is not None
+
+
 def looks_like_nsys_rep(head: bytes) -> bool:
     return False  # recognised by its name only (.nsys-rep): its magic is not documented
 
@@ -74,6 +83,15 @@ FORMATS = (
         recognised_by="the header Start (ns),Duration (ns),CorrId,...",
         fills=("kernels", "iterations", "devices", "anomalies"),
         sniff=looks_like_gpu_trace_csv, reader="etl.extract.nsys.stats_csv:read"),
+    Format(
+        name="nsys_stats_summary_csv", family="nsys", role="trace",
+        reads="nsys stats summary reports as CSV (cuda_gpu_kern_sum, cuda_api_sum, ...): "
+              "totals per name, no timeline (skipped, naming the export that has it)",
+        recognised_by="the header Time (%),Total Time (ns),... (after nsys's notes)",
+        fills=(), sniff=looks_like_stats_summary,
+        reader="etl.extract.nsys.stats_summary:read",
+        refused="ingest the timeline: nsys export --type sqlite REPORT.nsys-rep (or nsys "
+                "stats --report cuda_gpu_trace --format csv)"),
     Format(
         name="nsys_rep", family="nsys", role="trace",
         reads="Nsight Systems binary report (refused: export it to SQLite first)",

@@ -89,6 +89,7 @@ def _samples(batch: dict[str, pa.Array], labels: Callable[[Any, Any], str | None
         "sample_index": pa.array(np.arange(first, first + n, dtype=np.int64)),
         "device_index": _take([m.device_index for m in metrics], pa.int32(), pair),
         "device_uuid": pa.nulls(n, pa.string()), "device_bus_id": pa.nulls(n, pa.string()),
+        "device_name": pa.nulls(n, pa.string()),
         "ts_ns": (pc.add(clock, start_utc) if start_utc is not None
                   else pa.nulls(n, pa.int64())),
         "clock_ts_ns": clock,

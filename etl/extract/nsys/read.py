@@ -43,7 +43,8 @@ from etl.extract.nsys.decode import Export
 from etl.extract.nsys.syncs import read_syncs
 from etl.extract.fields import field_map
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
-from etl.extract.trace_role import SourceInfo, TraceClock, TraceResult
+from etl.extract.trace_role import (SourceInfo, TraceClock, TraceResult, no_gpu_activity,
+                                     no_gpu_activity_remark)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -133,6 +134,9 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
             "the NVTX step ranges are never popped: each ends where the next starts, the "
             "last with the last GPU activity launched from it (work after the loop, if "
             "any, is counted in it)")))
+    cause = _no_gpu_activity(spilled)
+    if cause is not None:
+        anomalies.append(no_gpu_activity(cause))
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in samples_read():
         sinks.table("gpu_samples", samples)
@@ -145,7 +149,19 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     gpu_names = [n for n in devices.column("name").to_pylist() if n]
     count = spilled.host_rows + spilled.gpu.rows
     return TraceResult(SourceInfo(count), iterations, devices, None, gpu_names,
-                       spilled.gpu.rows, len(anomalies), clock=clock)
+                       spilled.gpu.rows, len(anomalies), clock=clock,
+                       remarks=[] if cause is None else [no_gpu_activity_remark(cause)])
+
+
+def _no_gpu_activity(spilled: Spilled) -> str | None:
+    """What an export without one kernel, copy or set holds instead; None when it has
+    GPU activities."""
+    if spilled.gpu.rows:
+        return None
+    calls = spilled.host_rows - spilled.nvtx_rows
+    return (f"{spilled.nvtx_rows} NVTX ranges and {calls} CUDA runtime/driver calls, no CUPTI "
+            "kernel, memcpy or memset record: profiled without CUDA tracing (nsys profile "
+            "-t nvtx, without cuda)? Profile with -t cuda,nvtx")
 
 
 def _gpu_samples(export: Export, spilled: Spilled, spill: Path, source_id: int,

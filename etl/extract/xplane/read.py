@@ -18,7 +18,8 @@ import pyarrow as pa
 from etl.extract import link
 from etl.core.errors import InputError
 from etl.extract.layer_columns import with_layer_columns
-from etl.extract.trace_role import PipelineOptions, Sinks, SourceInfo
+from etl.extract.trace_role import (PipelineOptions, Sinks, SourceInfo, no_gpu_activity,
+                                     no_gpu_activity_remark)
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.fields import field_map
 from etl.extract.xplane.decode import (Space, Stats, plane_kind, read_events, read_line,
@@ -120,9 +121,11 @@ def _write(space: Space, c: Collector, source_id: int, gpu_override: str | None,
     anomalies = _anomaly_table(_source_anomalies(space, c, steps), source_id)
     sinks.anomalies(anomalies)
     devices = _devices(space, gpu_override, source_id)
+    cause = _no_gpu_activity(space, c)
     return SourceResult(SourceInfo(len(host) + len(gpu)), iterations,
                         devices, None, [n for n in devices["name"].to_pylist() if n],
-                        kernels=len(gpu), anomalies=anomalies.num_rows)
+                        kernels=len(gpu), anomalies=anomalies.num_rows,
+                        remarks=[] if cause is None else [no_gpu_activity_remark(cause)])
 
 
 def _link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.ndarray,
@@ -347,7 +350,9 @@ def _devices(space: Space, gpu_override: str | None, source_id: int) -> pa.Table
         amd = "amd" in str(s.get("device_vendor", "")).lower()
         cc = f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) \
             and not amd else None
-        name = s.get("device_name") or s.get("gpu_model")
+        # XLA's CUPTI and ROCm collectors write the model as gpu_device_name (cuDeviceGetName;
+        # the agent name, e.g. gfx942, on ROCm); older profilers device_name or gpu_model
+        name = s.get("gpu_device_name") or s.get("device_name") or s.get("gpu_model")
         described = bool(s)
         rows.append({"device_id": device,
                      "name": str(name) if name else gpu_override,
@@ -368,12 +373,9 @@ def _whole(value: object) -> int | None:
 
 def _source_anomalies(space: Space, c: Collector, steps: Steps) -> list[Anomaly]:
     found = list(c.anomalies)
-    kinds = [plane_kind(p.name)[0] for p in space.planes]
-    if "gpu" not in kinds:
-        names = ", ".join(p.name for p in space.planes)
-        found.append(("no_gpu_plane", None, f"the XSpace has no /device:GPU:N plane (planes: "
-                      f"{names}); only its host side was read, so GPU views have no rows "
-                      "for this source"))
+    cause = _no_gpu_activity(space, c)
+    if cause is not None:
+        found.append(no_gpu_activity(cause))
     if space.not_stored:
         listed = ", ".join(f"{n} ({k})" for n, k in sorted(space.not_stored.items()))
         found.append(("xplane_stats_not_stored", None, f"{sum(space.not_stored.values())} "
@@ -382,7 +384,7 @@ def _source_anomalies(space: Space, c: Collector, steps: Steps) -> list[Anomaly]
         listed = ", ".join(f"{n} ({k})" for n, k in sorted(c.derived_lines.items()))
         found.append(("xplane_lines_not_read", None, "device-plane lines derived by the "
                       f"profiler from the streams, not read (events): {listed}"))
-    if steps.boundary != "step_num events":
+    if steps.boundary not in ("step_num events", "whole_trace"):  # whole: no_step_markers
         found.append(("xplane_steps", None, f"iterations from {steps.boundary}: the xplane "
                       "has no host event with a step_num stat (Keras and "
                       "tf.profiler.experimental.Trace(step_num=...) write one)"))
@@ -392,6 +394,18 @@ def _source_anomalies(space: Space, c: Collector, steps: Steps) -> list[Anomaly]
     found += [("xplane_profiler_error", None, e) for e in space.errors]
     found += [("xplane_profiler_warning", None, w) for w in space.warnings]
     return found
+
+
+def _no_gpu_activity(space: Space, c: Collector) -> str | None:
+    """What a profile without one GPU activity holds instead; None when it has some."""
+    if len(c.gpu):
+        return None
+    kinds = [plane_kind(p.name)[0] for p in space.planes]
+    if "gpu" in kinds:
+        return "its /device:GPU:N planes hold no kernel, copy or set on a stream line"
+    names = ", ".join(p.name for p in space.planes)
+    return (f"the XSpace has no /device:GPU:N plane (planes: {names}): a CPU- or TPU-only "
+            "profile, or one taken without the GPU tracer; only its host side was read")
 
 
 def _anomaly_table(anomalies: list[Anomaly], source_id: int) -> pa.Table:

@@ -62,7 +62,8 @@ def runs_table(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]
 
 
 def run_levels(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
-    return rows(con, "SELECT run_name, rank, device_id, iteration, gpu_util, smsp_active_util, "
+    return rows(con, "SELECT run_name, source_id, rank, device_id, iteration, gpu_util, "
+                "smsp_active_util, "
                 "issue_slot_util, tc_active_util, tc_issue_util, matched_time_share FROM "
                 f"run_utilization WHERE run_name IN {_in(runs)} AND ncu_reason IS NULL "
                 "ORDER BY run_name, rank, device_id", runs)
@@ -136,12 +137,37 @@ def top_ops(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
                 [run, limit])
 
 
+def ncu_kernel_counts(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> dict[str, int]:
+    """Kernels of each run's Nsight Compute exports, for the runs that have one."""
+    found = rows(con, "SELECT r.run_name, count(*) AS n FROM ncu_kernels AS k JOIN runs AS r "
+                 f"ON r.run_id = k.run_id WHERE r.run_name IN {_in(runs)} GROUP BY ALL", runs)
+    return {r["run_name"]: r["n"] for r in found}
+
+
+def ncu_kernel_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+    """The levels of a run's ncu kernels by themselves (ncu_kernel_utilization), longest
+    first: for a run whose export has no trace kernel to be matched to."""
+    return rows(con, "SELECT u.ncu_source_id, u.ncu_id, u.kernel_name, u.duration_ns, "
+                "u.smsp_active_util, u.issue_slot_util, u.tc_active_util, u.tc_issue_util "
+                "FROM ncu_kernel_utilization AS u JOIN runs AS r ON r.run_id = u.run_id "
+                "WHERE r.run_name = ? ORDER BY u.duration_ns DESC NULLS LAST, "
+                "u.ncu_source_id, u.ncu_id LIMIT ?", [run, limit])
+
+
 def match_coverage(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
     return rows(con, "SELECT q.source_id, q.device_id, q.ncu_source_id, q.ncu_kernels, "
                 "q.matched, q.ambiguous, q.trace_unmatched_in_range, q.ncu_unmatched, "
                 "q.matched_count_share, q.matched_time_share FROM match_quality AS q JOIN "
                 "runs AS r ON r.run_id = q.run_id WHERE r.run_name = ? ORDER BY q.source_id, "
                 "q.device_id, q.ncu_source_id", [run])
+
+
+def step_hints(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+    """The run's no_step_markers anomalies (etl/load/step_hint.py): a source without step
+    markers, and the step_pattern candidates among its own names."""
+    return rows(con, "SELECT a.source_id, a.detail FROM anomalies AS a JOIN runs AS r ON "
+                "r.run_id = a.run_id WHERE r.run_name = ? AND a.kind = 'no_step_markers' "
+                "ORDER BY a.source_id", [run])
 
 
 def anomalies(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
@@ -154,7 +180,8 @@ AMDAHL = "tc_amdahl_v2"  # pinned: v2 falls back on the name-based estimate with
 
 
 def amdahl(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
-    return rows(con, "SELECT run_name, rank, device_id, iteration, basis, non_tc_time_share, "
+    return rows(con, "SELECT run_name, source_id, rank, device_id, iteration, basis, "
+                "non_tc_time_share, "
                 "speedup_bound_k2_ratio, speedup_bound_k10_ratio, speedup_bound_inf_ratio, "
                 f"basis_note FROM {AMDAHL} WHERE run_name IN {_in(runs)} ORDER BY run_name, "
                 "rank, device_id", runs)
@@ -172,14 +199,22 @@ def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[R
                 list(runs))
 
 
+# pinned, as INSTRUMENT_COMPARISON (v5: the allocator's order at an instant, memory of other
+# devices said as such)
+MEMORY = "gpu_utilization_v5"
+
+
 def memory(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
     return rows(con, "SELECT source_id, rank, device_id, iteration, peak_allocated_bytes, "
-                "peak_reserved_bytes, peak_memory_share, memory_status FROM "
-                "gpu_utilization_v3 WHERE run_name = ? ORDER BY source_id, device_id, "
-                "window_start_ns", [run])
+                f"peak_reserved_bytes, peak_memory_share, memory_status FROM {MEMORY} "
+                "WHERE run_name = ? ORDER BY source_id, device_id, window_start_ns", [run])
 
 
-# instrument_comparison_v1's value columns in the order of the paper's levels, with labels
+# pinned: the report reads the version whose columns it knows; a newer one is taken up on
+# purpose (v3: covered_share NULL with a reason where v1 and v2 read 1.0)
+INSTRUMENT_COMPARISON = "instrument_comparison_v3"
+
+# instrument_comparison's value columns in the order of the paper's levels, with labels
 INSTRUMENTS = {
     "trace_gpu_util": "trace busy", "smi_gpu_util": "nvidia-smi util",
     "dcgm_gr_engine_active_util": "DCGM GRACT", "dcgm_sm_active_util": "DCGM SMACT",
@@ -198,9 +233,9 @@ def _reason_column(column: str) -> str:
 
 
 def instruments(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    """instrument_comparison_v1's windows of the run: each value and, as `<column>_why`,
+    """instrument_comparison's windows of the run: each value and, as `<column>_why`,
     the view's reason when it is NULL."""
     values = ", ".join(f"{c}, {_reason_column(c)} AS {c}_why" for c in INSTRUMENTS)
     return rows(con, f"SELECT source_id, device_id, iteration, window_ns, {values} FROM "
-                "instrument_comparison_v1 WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
+                f"{INSTRUMENT_COMPARISON} WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
                 "device_id, window_start_ns", [run])

@@ -115,28 +115,55 @@ def fig5(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 5: utilization at four levels per run"
     levels = data.run_levels(con, runs)
     if not levels:
-        return Section("fig5", title, empty="no ncu export in these runs (run_utilization "
-                       "is empty: no trace kernel was matched to Nsight Compute counters)")
+        return Section("fig5", title, empty=_no_levels(con, runs, "run_utilization has no "
+                       "ncu levels"))
     labels = [_device_label(r, levels) for r in levels]
     series = [svg.Series(LEVEL_LABELS[x], [r[x] for r in levels]) for x in LEVELS]
     chart = svg.bar_chart(title, labels, series, "utilization (0..1)", "run", y_max=1.0)
     without = sorted(set(runs) - {r["run_name"] for r in levels})
-    note = f"No ncu export in: {', '.join(without)}." if without else ""
+    exported = data.ncu_kernel_counts(con, without)
+    unmatched = [r for r in without if r in exported]
+    none = [r for r in without if r not in exported]
+    note = " ".join(filter(None, [
+        f"No ncu export in: {', '.join(none)}." if none else "",
+        f"An ncu export without a matched trace kernel in: {', '.join(unmatched)} (its "
+        "kernels' levels are in the run's section)." if unmatched else ""]))
     return Section("fig5", title, [Figure(title, Table.of("run_utilization", levels), chart,
                                           note)])
 
 
 def _device_label(row: data.Row, all_rows: Sequence[data.Row]) -> str:
-    several = sum(r["run_name"] == row["run_name"] for r in all_rows) > 1
-    return f"{row['run_name']} r{row['rank']}/d{row['device_id']}" if several else row["run_name"]
+    mine = [r for r in all_rows if r["run_name"] == row["run_name"]]
+    return f"{row['run_name']} {_place(row, mine)}" if len(mine) > 1 else row["run_name"]
+
+
+def _place(row: data.Row, rows: Sequence[data.Row]) -> str:
+    """`r1/d0`: rank 1's device 0; a source without a rank (xplane, nsys) is named by its
+    source_id (`s2/d0`) when the rows hold several sources, else by its device alone."""
+    if row.get("rank") is not None:
+        return f"r{row['rank']}/d{row['device_id']}"
+    if len({r.get("source_id") for r in rows}) > 1:
+        return f"s{row['source_id']}/d{row['device_id']}"
+    return f"d{row['device_id']}"
+
+
+def _no_levels(con: duckdb.DuckDBPyConnection, runs: list[str], what: str) -> str:
+    """Why a figure of ncu levels over trace kernels is empty: no export, or exports
+    whose kernels matched no trace kernel (their levels are in each run's section)."""
+    exported = data.ncu_kernel_counts(con, runs)
+    if not exported:
+        return f"no ncu export in these runs ({what})"
+    return (f"no trace kernel of these runs was matched to Nsight Compute counters ({what}); "
+            f"ncu exports in: {', '.join(sorted(exported))} (their kernels' levels are in "
+            "each run's section)")
 
 
 def fig6(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 6: issue-slot utilization over kernels"
     values = data.issue_slot_values(con, runs)
     if not values:
-        return Section("fig6", title, empty="no ncu export in these runs (no matched kernel "
-                       "has an issue-slot ratio)")
+        return Section("fig6", title, empty=_no_levels(con, runs, "no matched kernel has "
+                       "an issue-slot ratio"))
     by_run: dict[str, list[float]] = {}
     for r in values:
         by_run.setdefault(r["run_name"], []).append(r["issue_slot_util"])
@@ -175,7 +202,7 @@ def fig7(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
         chart = svg.hbar_chart(label, [r["layer_op"] for r in rows], series,
                                "time-weighted mean utilization over kernels (0..1)", x_max=1.0)
         figures.append(Figure(label, Table.of("layer_utilization", rows), chart))
-    empty = "" if figures else "no ncu export in these runs (layer_utilization is empty)"
+    empty = "" if figures else _no_levels(con, runs, "layer_utilization is empty")
     return Section("fig7", title, figures, empty=empty)
 
 
@@ -183,8 +210,8 @@ def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 8: cumulative GPU time against tensor-core issue utilization"
     cdf = data.tc_cdf(con, runs)
     if not cdf:
-        return Section("fig8", title, empty="no ncu export in these runs (no matched kernel "
-                       "has a tensor-core issue ratio)")
+        return Section("fig8", title, empty=_no_levels(con, runs, "no matched kernel has a "
+                       "tensor-core issue ratio"))
     lines: dict[str, tuple[list[float], list[float]]] = {}
     for r in cdf:
         xs, ys = lines.setdefault(r["run_name"], ([], []))
@@ -236,7 +263,7 @@ def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
 def _iteration_labels(rows: Sequence[data.Row]) -> list[str]:
     """`it 3`, or `r1/d0 it 3` when the rows hold several ranks or devices."""
     several = len({(r["source_id"], r["device_id"]) for r in rows}) > 1
-    return [(f"r{r['rank']}/d{r['device_id']} " if several else "")
+    return [(f"{_place(r, rows)} " if several else "")
             + ("whole trace" if r["iteration"] is None else f"it {r['iteration']}")
             for r in rows]
 
@@ -248,7 +275,11 @@ def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     series = [svg.Series("busy (a kernel running)", [r["busy_ns"] / 1e6 for r in rows]),
               svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]
     chart = svg.bar_chart(title, labels, series, "time (ms)", "iteration", stacked=True)
-    return Figure(title, Table.of("gpu_utilization", rows), chart)
+    hints = data.step_hints(con, run)
+    several = len(hints) > 1
+    note = " ".join((f"Source {h['source_id']}: " if several else "") + h["detail"][0].upper()
+                    + h["detail"][1:] for h in hints)
+    return Figure(title, Table.of("gpu_utilization", rows), chart, note)
 
 
 def _critical_path(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
@@ -323,9 +354,18 @@ def _top_ops(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
 def _coverage(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     rows = data.match_coverage(con, run)
     title = f"{run}: match coverage of the ncu export"
-    if not rows:
+    if rows:
+        return Figure(title, Table.of("match_quality", rows))
+    exported = data.ncu_kernel_counts(con, [run]).get(run)
+    if not exported:
         return Figure(title, Table.of("match_quality", rows), note="no ncu export in this run")
-    return Figure(title, Table.of("match_quality", rows))
+    levels = data.ncu_kernel_levels(con, run, TOP_N)
+    return Figure(f"{run}: the ncu export's kernels, by themselves",
+                  Table.of("ncu_kernel_utilization", levels), note=(
+                      f"The run's ncu export has {exported} kernel(s) and no trace kernel to "
+                      "match them to (no trace in the run, or none matched): their levels "
+                      f"are shown by themselves (the {min(TOP_N, len(levels))} longest), "
+                      "without GPU time, iterations or a GPU level."))
 
 
 def _anomalies(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
@@ -339,6 +379,9 @@ MEMORY_STATUS = {
     "no_memory_events": "no memory events in this run (PyTorch: profile with "
                         "profile_memory=True; TensorFlow/JAX: the xplane's allocator events)",
     "no_allocated_bytes": "the memory events carry no allocated bytes",
+    "memory_events_of_other_devices": "the trace's GPU memory events are of other devices "
+                                      "than those its kernels ran on (anomaly "
+                                      "memory_device_unmatched)",
 }
 
 
@@ -349,7 +392,7 @@ def _memory(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
     if not measured:
         statuses = sorted({r["memory_status"] for r in rows})
         why = "; ".join(MEMORY_STATUS.get(s, s) for s in statuses) or "no iteration windows"
-        return Figure(title, Table.of("gpu_utilization_v3", []), note=why, id=anchor)
+        return Figure(title, Table.of(data.MEMORY, []), note=why, id=anchor)
     series = [svg.Series(f"peak {kind} (MiB)", [(r[f"peak_{kind}_bytes"] or 0) / 2**20
                                                 for r in measured])
               for kind in ("allocated", "reserved")]
@@ -358,7 +401,7 @@ def _memory(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
     note = (f"peak_memory_share = peak allocated / the device's memory. {unknown} iteration(s)"
             " without memory events are not drawn." if unknown else
             "peak_memory_share = peak allocated / the device's memory.")
-    return Figure(title, Table.of("gpu_utilization_v3", rows), chart, note, anchor)
+    return Figure(title, Table.of(data.MEMORY, rows), chart, note, anchor)
 
 
 TENSOR_INSTRUMENTS = ("dcgm_tensor_active_util", "nsys_tensor_active_util",
@@ -371,7 +414,7 @@ def _instruments(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figur
     title = f"{run}: instruments side by side (same windows)"
     shown = [c for c in data.INSTRUMENTS if any(r[c] is not None for r in rows)]
     hidden = _why_hidden(rows, [c for c in data.INSTRUMENTS if c not in shown])
-    table = Table.of("instrument_comparison_v1", rows,
+    table = Table.of(data.INSTRUMENT_COMPARISON, rows,
                      ["source_id", "device_id", "iteration", "window_ns", *shown])
     monitors = [c for c in shown if c != "trace_gpu_util"]
     if not rows or not monitors:

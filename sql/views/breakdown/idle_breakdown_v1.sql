@@ -5,12 +5,15 @@
 -- latest end of the earlier activities of the stream to its start, when positive. The gap
 -- is classified by the activity after it (HTA's rule):
 --   host_wait   its launch call started after the gap began: the GPU waited for the CPU;
---   kernel_wait launched in time, and the gap is under 30 µs: the overhead between
---               back-to-back kernels (HTA's default consecutive_kernel_delay is 30 in the
---               trace's unit, which HTA keeps: µs for Kineto's JSON, though its docstring
---               says ns; 30 µs gives HTA's results on the corpus, tests/test_hta_agreement.py);
---   other       launched in time and a longer gap (e.g. waiting for an event of another
---               stream), or no launch call is known.
+--   kernel_wait not host wait (launched in time, or no launch call is known), and the
+--               gap is under 30 µs: the overhead between back-to-back kernels (HTA's
+--               default consecutive_kernel_delay is 30 in the trace's unit, which HTA
+--               keeps: µs for Kineto's JSON, though its docstring says ns; 30 µs gives
+--               HTA's results on the corpus, tests/views/test_hta_agreement.py);
+--   other       not host wait and a longer gap (e.g. waiting for an event of another
+--               stream; a gap before an activity without a launch call is other only
+--               from 30 µs on, as in HTA, whose comparison with a missing launch time is
+--               false).
 -- The gap belongs to the iteration that launched the activity after it (kernels.iteration).
 -- [project] HTA's idle time breakdown (get_idle_time_breakdown), reimplemented: HTA takes
 -- the previous activity's end where this view takes the latest end of all earlier ones

@@ -5,8 +5,14 @@
 -- The length goes up by 1 when a launch call that enqueues an activity on the stream
 -- starts, and down by 1 when that activity starts on the GPU (HTA's definition); only
 -- activities with a known launch call count. At equal times the start is counted first.
+-- Every kernel of a CUDA-graph launch counts +1 at the graph call (cudaGraphLaunch): its
+-- kernels all carry that call's correlation, so a graph of N kernels raises the length by
+-- N at once and each start lowers it by 1 (issue #33: 544 queued on one SGLang stream,
+-- where HTA said 5).
 -- [project] HTA's get_queue_length_time_series, reimplemented; the length holds from ts_ns
--- until the next row's ts_ns. Per run and rank, where HTA works on one rank.
+-- until the next row's ts_ns. Per run and rank, where HTA works on one rank. HTA 0.5
+-- counts only the launch calls it names (cudaLaunchKernel, cuLaunchKernel, cudaMemcpyAsync,
+-- cudaMemsetAsync, hip*, ...): graph launches and their kernels are in neither count.
 WITH launched AS (
     SELECT k.run_id, r.run_name, k.source_id, k.rank, k.device_id, k.stream_id,
            k.kernel_id, k.iteration, k.ts_ns, h.ts_ns AS launch_ns

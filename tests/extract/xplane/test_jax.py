@@ -102,7 +102,7 @@ def _check_jax_run(tables: dict[str, pa.Table], stream: int) -> None:
         (s, BASE_NS + s * 1_000_000 + 1_000, BASE_NS + s * 1_000_000 + 999_000)
         for s in range(2)]
     kinds = {a["kind"]: a["detail"] for a in tables["anomalies"].to_pylist()}
-    assert "no_gpu_plane" not in kinds and "xplane_steps" not in kinds
+    assert "no_gpu_activity" not in kinds and "xplane_steps" not in kinds
     assert "XLA Modules (2)" in kinds["xplane_lines_not_read"]
     assert "XLA Ops (6)" in kinds["xplane_lines_not_read"]
 
@@ -145,7 +145,7 @@ def test_tpu_only_profile_reads_the_host_side(tmp_path: Path) -> None:
     assert [(i["iteration"], i["start_ns"]) for i in tables["iterations"].to_pylist()] == [
         (0, BASE_NS + 1)]
     anomalies = tables["anomalies"].to_pylist()
-    [no_gpu] = [a["detail"] for a in anomalies if a["kind"] == "no_gpu_plane"]
+    [no_gpu] = [a["detail"] for a in anomalies if a["kind"] == "no_gpu_activity"]
     assert "/device:TPU:0" in no_gpu and "only its host side was read" in no_gpu
     not_read = sorted(a["detail"] for a in anomalies if a["kind"] == "xplane_plane_not_read")
     assert len(not_read) == 2 and "'/device:TPU:0' (3 lines)" in not_read[0]
@@ -158,7 +158,7 @@ def test_host_only_profile_says_it_has_no_gpu_plane(tmp_path: Path) -> None:
     assert result.status == "ingested", result.error
     assert tables["host_events"].to_pylist()[0]["category"] == "trace_me"
     kinds = [a["kind"] for a in tables["anomalies"].to_pylist()]
-    assert "no_gpu_plane" in kinds and "xplane_plane_not_read" not in kinds
+    assert "no_gpu_activity" in kinds and "xplane_plane_not_read" not in kinds
 
 
 def test_name_stacks_split_outside_parentheses() -> None:

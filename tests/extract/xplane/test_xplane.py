@@ -183,7 +183,7 @@ def test_cpu_only_profile_ingests_its_host_side_with_an_anomaly(tmp_path: Path) 
     assert result.status == "ingested", result.error
     assert tables["host_events"].num_rows == 1 and tables["kernels"].num_rows == 0
     anomalies = {a["kind"]: a["detail"] for a in tables["anomalies"].to_pylist()}
-    assert "no /device:GPU:N plane" in anomalies["no_gpu_plane"]
+    assert "no /device:GPU:N plane" in anomalies["no_gpu_activity"]
     assert "/device:TPU:0" in anomalies["xplane_plane_not_read"]
 
 

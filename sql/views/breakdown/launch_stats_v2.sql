@@ -1,0 +1,120 @@
+-- launch_stats: kernel launches by kernel name: how long the CPU's launch call took, how
+-- long the activity waited after it, how long it ran; kernels of CUDA-graph launches apart.
+-- Grain: one row per run, source (rank), activity name and graph_launch (kernels, copies
+-- and sets that have a launch call).
+-- For each activity with its launch call (kernels.launch_event_id): launch_ns = the call's
+-- duration (HTA's cpu_duration); launch_delay_ns = activity start - call end, 0 when
+-- negative (HTA's launch_delay); queue_delay_ns = activity start - call start (launch to
+-- start). A short kernel runs for less time than its launch call took, launch_ns <= 50 µs
+-- (HTA's "GPU events with a shorter duration than the corresponding CPU events"); a
+-- launch outlier's call took over 50 µs (HTA's runtime_cutoff) and a delay outlier waited
+-- over 100 µs (HTA's launch_delay_cutoff).
+-- A graph launch is a launch call that enqueued more than one activity, or whose name says
+-- so (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch): the replay of a CUDA graph, whose
+-- kernels all carry the one call's correlation. Its kernels are rows of their own
+-- (graph_launch true): the call's duration is the whole graph's launch, so launch_ns
+-- statistics count each call once, and the per-kernel comparisons with the call
+-- (short_kernel_count, short_kernel_share, launch_outlier_count) are NULL, with
+-- graph_note saying why; delays are each kernel's own, from the one call.
+-- [project] HTA's get_cuda_kernel_launch_stats, reimplemented and aggregated by name; HTA
+-- gives one row per correlation id of the ranks asked for (rank 0 by default), and HTA
+-- 0.5 leaves graph launches out (cudaGraphLaunch is not among its launch calls).
+-- v2: graph kernels apart (graph_launch, graph_note, launch_call_count); v1 credited each
+-- kernel of a graph with the whole graph call, which counted one slow graph launch as an
+-- outlier per kernel and made short kernels of any kernel shorter than the graph's launch.
+WITH launched AS (
+    SELECT k.run_id, r.run_name, k.source_id, k.rank, k.name, k.kernel_type,
+           k.launch_event_id, h.name AS call_name,
+           k.dur_ns, h.dur_ns AS launch_ns,
+           greatest(k.ts_ns - (h.ts_ns + h.dur_ns), 0) AS launch_delay_ns,
+           k.ts_ns - h.ts_ns AS queue_delay_ns,
+           count(*) OVER (PARTITION BY k.run_id, k.source_id, k.launch_event_id)
+               AS call_activities
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    JOIN host_events AS h
+      ON h.run_id = k.run_id AND h.source_id = k.source_id AND h.event_id = k.launch_event_id
+    WHERE k.kernel_type IN ('computation', 'communication', 'memory')
+      AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0 AND h.ts_ns IS NOT NULL AND h.dur_ns >= 0
+),
+typed AS (
+    SELECT *,
+           call_activities > 1 OR regexp_matches(call_name, '(?i)graphlaunch') AS graph_launch
+    FROM launched
+),
+calls AS (
+    -- each launch call once per name, for the call's own statistics
+    SELECT run_id, run_name, source_id, name, kernel_type, graph_launch, launch_event_id,
+           any_value(launch_ns) AS launch_ns
+    FROM typed
+    GROUP BY run_id, run_name, source_id, name, kernel_type, graph_launch, launch_event_id
+),
+call_stats AS (
+    SELECT run_id, run_name, source_id, name, kernel_type, graph_launch,
+           count(*) AS launch_call_count, avg(launch_ns) AS mean_launch_ns,
+           max(launch_ns) AS max_launch_ns,
+           count(*) FILTER (WHERE launch_ns > 50000) AS call_outlier_count
+    FROM calls
+    GROUP BY run_id, run_name, source_id, name, kernel_type, graph_launch
+),
+kernel_stats AS (
+    SELECT run_id, run_name, source_id, rank, name, kernel_type, graph_launch,
+           count(*) AS launch_count,
+           avg(launch_delay_ns) AS mean_launch_delay_ns,
+           quantile_disc(launch_delay_ns, 0.9) AS p90_launch_delay_ns,
+           avg(queue_delay_ns) AS mean_queue_delay_ns,
+           avg(dur_ns) AS mean_kernel_ns,
+           count(*) FILTER (WHERE dur_ns < launch_ns AND launch_ns <= 50000)
+               AS short_kernel_count,
+           count(*) FILTER (WHERE launch_delay_ns > 100000) AS delay_outlier_count
+    FROM typed
+    GROUP BY run_id, run_name, source_id, rank, name, kernel_type, graph_launch
+)
+SELECT
+    k.run_id,
+    k.run_name,
+    k.source_id,
+    k.rank,
+    k.name AS kernel_name,
+    k.kernel_type,
+    k.graph_launch,
+    k.launch_count,
+    c.launch_call_count,
+    c.mean_launch_ns,
+    c.max_launch_ns,
+    k.mean_launch_delay_ns,
+    k.p90_launch_delay_ns,
+    k.mean_queue_delay_ns,
+    k.mean_kernel_ns,
+    CASE WHEN NOT k.graph_launch THEN k.short_kernel_count END AS short_kernel_count,
+    CASE WHEN NOT k.graph_launch THEN k.short_kernel_count / nullif(k.launch_count, 0) END
+        AS short_kernel_share,
+    CASE WHEN NOT k.graph_launch THEN c.call_outlier_count END AS launch_outlier_count,
+    k.delay_outlier_count,
+    CASE WHEN k.graph_launch
+         THEN 'graph kernels: one launch call enqueues the whole graph, so a kernel is not '
+              || 'compared with it (short kernels, launch outliers)' END AS graph_note
+FROM kernel_stats AS k
+JOIN call_stats AS c
+  ON c.run_id = k.run_id AND c.run_name = k.run_name AND c.source_id = k.source_id
+ AND c.name = k.name AND c.kernel_type = k.kernel_type AND c.graph_launch = k.graph_launch
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name
+-- source_id: input file within the run (one per rank)
+-- rank: distributed rank; NULL when the trace has no distributedInfo
+-- kernel_name: the activity's name (kernels.name)
+-- kernel_type: computation, communication or memory
+-- graph_launch: true for activities launched by a graph launch (a call that enqueued several activities, or named *GraphLaunch): a CUDA graph's replay
+-- launch_count: activities of this name with a launch call
+-- launch_call_count: distinct launch calls that launched them (equal to launch_count outside graphs)
+-- mean_launch_ns: mean duration of those launch calls on the CPU, ns, each call once (HTA's cpu_duration)
+-- max_launch_ns: longest of those launch calls, ns
+-- mean_launch_delay_ns: mean of max(0, start - end of the launch call), ns (HTA's launch_delay)
+-- p90_launch_delay_ns: 90th percentile of the launch delay, ns (one of the values)
+-- mean_queue_delay_ns: mean of start - start of the launch call, ns
+-- mean_kernel_ns: mean duration on the GPU, ns
+-- short_kernel_count: activities that ran shorter than their launch call took, launch call <= 50 µs (HTA's short kernels); NULL for graph kernels (graph_note)
+-- short_kernel_share: short_kernel_count / launch_count; NULL for graph kernels
+-- launch_outlier_count: launch calls over 50 µs (HTA's runtime_cutoff), each call once; NULL for graph kernels
+-- delay_outlier_count: launch delays over 100 µs (HTA's launch_delay_cutoff)
+-- graph_note: why the per-kernel comparisons are NULL for graph kernels; NULL otherwise

@@ -1,0 +1,36 @@
+"""launch_stats_v2 keeps the kernels of a CUDA-graph launch apart, worked by hand: one
+cudaGraphLaunch call of 80 µs enqueues gemm, gemm, relu; one cudaLaunchKernel of 10 µs a
+relu of 5 µs (a short kernel). v1 credited each graph kernel with the whole 80 µs call."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import etl
+from tests.conftest import kernel, launch, step, write_trace
+
+EVENTS = [step(1, 0, 400_000),
+          launch(7, 1_000, dur=80_000, name="cudaGraphLaunch"),
+          kernel(7, 100_000, 30_000, name="gemm"), kernel(7, 140_000, 30_000, name="gemm"),
+          kernel(7, 180_000, 5_000, name="relu"),
+          launch(8, 300_000, dur=10_000), kernel(8, 320_000, 5_000, name="relu")]
+COLUMNS = ("kernel_name, graph_launch, launch_count, launch_call_count, mean_launch_ns, "
+           "mean_launch_delay_ns, short_kernel_count, short_kernel_share, "
+           "launch_outlier_count, graph_note IS NOT NULL")
+
+
+def test_graph_kernels_apart(tmp_path: Path) -> None:
+    write_trace(tmp_path / "runs" / "graph" / "trace.json", EVENTS)
+    [result] = etl.ingest([tmp_path / "runs" / "graph"], tmp_path / "wh")
+    assert result.status == "ingested", result.error
+    con = etl.connect(tmp_path / "wh")
+    try:
+        v2 = con.execute(f"SELECT {COLUMNS} FROM launch_stats_v2 ORDER BY ALL").fetchall()
+        v1 = con.execute("SELECT kernel_name, launch_count, launch_outlier_count, "
+                         "short_kernel_count FROM launch_stats_v1 ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    # delays from the graph call's end (81 µs): gemm 19 and 59 µs, relu 99 µs
+    assert v2 == [("gemm", True, 2, 1, 80_000.0, 39_000.0, None, None, None, True),
+                  ("relu", False, 1, 1, 10_000.0, 10_000.0, 1, 1.0, 0, False),
+                  ("relu", True, 1, 1, 80_000.0, 99_000.0, None, None, None, True)]
+    assert v1 == [("gemm", 2, 2, 0), ("relu", 2, 1, 1)]  # one slow graph call, two outliers
