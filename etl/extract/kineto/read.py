@@ -190,6 +190,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     source.anomalies += _memory_events(spill, source, sinks,
                                        {d for s in summaries for d in s.devices})
     _syncs(spill, source, sinks)
+    _collective_ops(spill, source, sinks)
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -631,6 +632,39 @@ def _repeated(value: int | None, n: int) -> pa.Array:
     """An int32 column of one value (NULL for None) without a Python list of n items; a
     value out of int32 fails in the scalar's conversion."""
     return pa.repeat(pa.scalar(value, pa.int32()), n)
+
+
+def _collective_ops(spill: Path, source: _Source, sinks: Sinks) -> None:
+    """The record_param_comms args spilled by the slices (coll-*) → collective_ops rows."""
+    files = sorted(spill.glob("coll-*.parquet"))
+    if not files:
+        return
+    rows = pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive"
+                            ).sort_by("event_id")
+    n = rows.num_rows
+
+    def column(name: str, kind: pa.DataType) -> pa.Array:
+        return (rows[name].cast(kind) if name in rows.column_names
+                else pa.nulls(n, kind))
+
+    sinks.table("collective_ops", pa.table({
+        "source_id": _repeated(source.source_id, n), "rank": _repeated(source.rank, n),
+        "event_id": rows["event_id"], "ts_ns": rows["ts_ns"], "dur_ns": rows["dur_ns"],
+        "collective_name": column("collective_name", pa.string()),
+        "dtype": column("collective_dtype", pa.string()),
+        "in_msg_nelems": column("in_msg_nelems", pa.int64()),
+        "out_msg_nelems": column("out_msg_nelems", pa.int64()),
+        "in_split_size": column("in_split_size", pa.string()),
+        "out_split_size": column("out_split_size", pa.string()),
+        "group_size": column("group_size", pa.int64()),
+        "process_group_name": column("process_group_name", pa.string()),
+        "process_group_desc": column("process_group_desc", pa.string()),
+        "process_group_ranks": column("process_group_ranks", pa.string()),
+        "comm_rank": column("comm_rank", pa.int64()), "seq": column("comm_seq", pa.int64()),
+        "comms_id": column("comms_id", pa.string()),
+        "global_rank_start": column("global_rank_start", pa.int64()),
+        "global_rank_stride": column("global_rank_stride", pa.int64()),
+        "src_rank": column("src_rank", pa.int64()), "dst_rank": column("dst_rank", pa.int64())}))
 
 
 def _syncs(spill: Path, source: _Source, sinks: Sinks) -> None:
