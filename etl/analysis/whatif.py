@@ -7,7 +7,10 @@ A scale is `SELECTOR:FACTOR` (the factor after the last colon: op names hold col
   launched it) or layer the regular expression finds (re.search);
 - `rank=N`: everything of rank N, its GPU activities and its host time;
 - `host`: the CPU time of every host thread (the gaps between calls, a call's own time;
-  not the time a thread waits in a blocking call).
+  not the time a thread waits in a blocking call);
+- several selectors joined by commas select what all of them select:
+  `rank=3,kernel_type=computation:0.5` halves rank 3's computation kernels only ("if rank 3
+  were not late"), `rank=3,host:0` removes rank 3's CPU time.
 An activity a collective is paired for scales its transfer, not its wait for the other
 ranks. Factors multiply where several scales match; 0 removes the time, 1 keeps it. A
 scale that matches nothing, or a factor that is not a non-negative number, is refused.
@@ -36,11 +39,16 @@ if TYPE_CHECKING:
 KERNEL_TYPES = ("computation", "communication", "memory", "other")
 SELECTORS = ("all", "kernel_type=", "kernel=", "op=", "layer=", "rank=", "host")
 USAGE = ("a scale is SELECTOR:FACTOR with SELECTOR all, host, kernel_type=TYPE, kernel=REGEX, "
-         "op=REGEX, layer=REGEX or rank=N, e.g. --scale kernel_type=communication:0.5")
+         "op=REGEX, layer=REGEX or rank=N, or several joined by commas (all must match), "
+         "e.g. --scale kernel_type=communication:0.5 or rank=3,kernel_type=computation:0.5")
 
 
 class WhatIfError(EtlError):
     """A what-if that cannot be answered as asked (one line, with what to do)."""
+
+
+# a comma joins selectors only where a selector's name follows (regexes hold commas: {1,3})
+_JOIN = re.compile(r",(?=(?:all|host|kernel_type=|kernel=|op=|layer=|rank=))")
 
 
 @dataclass(frozen=True)
@@ -48,14 +56,17 @@ class Scale:
     selector: str
     value: str | None   # the part after '=' (None for all, host)
     factor: float
+    also: tuple[Scale, ...] = ()  # further selectors that must match too (factor unused)
 
     @property
     def text(self) -> str:
-        return f"{self.selector}{'' if self.value is None else '=' + self.value}:{self.factor:g}"
+        parts = [f"{s.selector}{'' if s.value is None else '=' + s.value}"
+                 for s in (self, *self.also)]
+        return f"{','.join(parts)}:{self.factor:g}"
 
 
 def parse_scale(text: str) -> Scale:
-    """`SELECTOR:FACTOR`, refused in one line when either part is not understood."""
+    """`SELECTOR[,SELECTOR...]:FACTOR`, refused in one line when a part is not understood."""
     selector, colon, factor_text = text.rpartition(":")
     if not colon or not selector:
         raise WhatIfError(f"--scale {text!r}: no factor; {USAGE}")
@@ -66,6 +77,11 @@ def parse_scale(text: str) -> Scale:
     if not (factor >= 0 and np.isfinite(factor)):
         raise WhatIfError(f"--scale {text!r}: the factor {factor_text!r} is not a "
                           "non-negative number (0 removes the time, 0.5 halves it)")
+    first, *rest = [_selector(text, part, factor) for part in _JOIN.split(selector)]
+    return replace(first, also=tuple(rest))
+
+
+def _selector(text: str, selector: str, factor: float) -> Scale:
     name, equals, value = selector.partition("=")
     if (name + ("=" if equals else "")) not in SELECTORS or (equals and not value):
         raise WhatIfError(f"--scale {text!r}: unknown selector {selector!r}; {USAGE}")
@@ -98,7 +114,16 @@ def factors(built: graph.Graph, scales: list[Scale]) -> np.ndarray:
 
 
 def _matches(built: graph.Graph, scale: Scale) -> tuple[np.ndarray, np.ndarray]:
-    """(host slots, activity indices) a scale selects."""
+    """(host slots, activity indices) a scale selects: what each of its selectors does."""
+    hosts, acts = _selected(built, scale)
+    for other in scale.also:
+        more_hosts, more_acts = _selected(built, other)
+        hosts, acts = np.intersect1d(hosts, more_hosts), np.intersect1d(acts, more_acts)
+    return hosts, acts
+
+
+def _selected(built: graph.Graph, scale: Scale) -> tuple[np.ndarray, np.ndarray]:
+    """(host slots, activity indices) one selector selects."""
     gpu = built.events.gpu
     none = np.array([], np.int64)
     if scale.selector == "host":

@@ -60,8 +60,10 @@ def _count(items: list[str], noun: str) -> str:
 @click.argument("run")
 @click.option("--scale", "scales", multiple=True, metavar="SELECTOR:FACTOR",
               help="Scale durations: all, host, kernel_type=TYPE, kernel=REGEX, op=REGEX, "
-                   "layer=REGEX or rank=N, then the factor after the last colon (0 removes "
-                   "the time, 0.5 halves it). Repeat to combine; factors multiply.")
+                   "layer=REGEX or rank=N (several joined by commas select what all "
+                   "select: rank=3,kernel_type=computation), then the factor after the last "
+                   "colon (0 removes the time, 0.5 halves it). Repeat to combine; factors "
+                   "multiply.")
 @warehouse_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="csv and json: the per-iteration rows alone.")
