@@ -25,7 +25,11 @@ ARGS = {"correlation_id": ["correlation"], "external_id": ["External id", "exter
         "memory_bytes": ["Bytes"], "memory_device_id": ["Device Id"],
         "memory_device_type": ["Device Type"],
         # the autograd link (→ host_events.sequence_number, fwd_thread_id)
-        "sequence_number": ["Sequence number"], "fwd_thread_id": ["Fwd thread id"]}
+        "sequence_number": ["Sequence number"], "fwd_thread_id": ["Fwd thread id"],
+        # cuda_sync waits (→ syncs)
+        "wait_stream": ["wait_on_stream"],
+        "wait_record_correlation": ["wait_on_cuda_event_record_corr_id"],
+        "wait_cuda_event": ["wait_on_cuda_event_id"]}
 
 
 def naive_events(path: Path) -> list[dict[str, Any]]:
