@@ -5,7 +5,7 @@
 -- inside an outermost operator that launched kernels on the device (_flops_ops_v1).
 -- achieved_flops_per_s = flops / the window's length (window_end_ns - window_start_ns).
 -- mfu_util = achieved_flops_per_s / the device's dense peak for the run's precision:
--- the peak of gpu_peaks (etl/views/gpu_peaks.toml, a datasheet per GPU) for the device's name
+-- the peak of gpu_peaks (etl/core/gpu_peaks.toml, a datasheet per GPU) for the device's name
 -- (devices.name when the catalog knows it, else runs.gpu: run.toml gpu names the model when
 -- the trace writes a generic name, as ROCm's "AMD Radeon Graphics"), at the precision
 -- peak_precisions gives runs.precision
@@ -80,11 +80,11 @@ SELECT
         WHEN window_end_ns <= window_start_ns THEN 'empty iteration window'
         WHEN run_precision IS NULL THEN 'runs.precision not given (run.toml precision)'
         WHEN peak_precision IS NULL
-            THEN 'precision ' || run_precision || ' not in etl/views/gpu_peaks.toml [precisions]'
+            THEN 'precision ' || run_precision || ' not in etl/gpu_peaks.toml [precisions]'
         WHEN gpu_name IS NULL THEN 'GPU model unknown (no device name, no run.toml gpu)'
-        WHEN NOT gpu_known THEN 'GPU ' || gpu_name || ' not in etl/views/gpu_peaks.toml'
+        WHEN NOT gpu_known THEN 'GPU ' || gpu_name || ' not in etl/gpu_peaks.toml'
         WHEN peak_flops_per_s IS NULL
-            THEN 'no ' || peak_precision || ' peak for ' || gpu_name || ' in etl/views/gpu_peaks.toml'
+            THEN 'no ' || peak_precision || ' peak for ' || gpu_name || ' in etl/gpu_peaks.toml'
     END AS mfu_reason
 FROM peaks
 -- run_id: run; joins runs.run_id
