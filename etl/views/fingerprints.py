@@ -112,7 +112,8 @@ def _changed(view: View, recorded: Recorded, is_released: bool) -> str:
     if is_released:
         line = (f"{view.path}: {view.name} is released and its SQL changed; put the change in "
                 f"{view.stable}_v{view.version + 1}.sql (the stable name {view.stable} follows "
-                "the newest) with a sql/CHANGELOG.md entry, and undo the edit here")
+                "the newest) with a sql/CHANGELOG.md entry, and undo the edit here (or in "
+                f"the macros of {view.macros} it imports: it must render as released)")
     else:
         line = (f"{view.path}: {view.name} changed since its fingerprint was recorded; run "
                 "`etl lint-sql --record`")

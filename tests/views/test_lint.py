@@ -1,6 +1,7 @@
 """The SQL house rules are enforced: documented columns, one SELECT, known dependencies."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +243,82 @@ def test_ratio_columns_follow_one_naming_scheme(tmp_path: Path, column: str, goo
     # a superseded version keeps the names it was released with
     write_views(tmp_path, {"demo_v2.sql": GOOD})
     assert lint(discover(tmp_path)) == []
+
+
+# ---- macros: shared pieces of SQL in sql/macros/ -------------------------------------------
+
+MACRO = """{% macro kernel_count(table, alias='n') -%}
+SELECT run_id, count(*) AS {{ alias }} FROM {{ table }} GROUP BY run_id
+{%- endmacro %}
+"""
+USES_MACRO = """{% from 'counts.sql' import kernel_count -%}
+-- base: a view [project]. Grain: one row per run.
+{{ kernel_count('kernels') }}
+-- run_id: run
+-- n: kernels
+"""
+
+
+def test_a_view_renders_the_macros_beside_its_folder(tmp_path: Path) -> None:
+    """sql/macros/ is read by every view of sql/views/; a refactor into a macro that renders
+    the same SQL keeps the fingerprint, and the lint reads the rendered view."""
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path)
+    record(discover(tmp_path / "views"), paths)
+    write_views(tmp_path / "macros", {"counts.sql": MACRO})
+    (tmp_path / "views" / "base_v1.sql").write_text(USES_MACRO)
+    [view] = discover(tmp_path / "views")
+    assert view.macros == tmp_path / "macros"
+    assert view.columns == ("run_id", "n") and view.doc.startswith("base: a view")
+    assert check([view], paths) == [] and lint([view]) == []
+    # the macro renders otherwise: the released view changed, and the lint says where to look
+    write_views(tmp_path / "macros", {"counts.sql": MACRO.replace("count(*)", "count(name)")})
+    [problem] = check(discover(tmp_path / "views"), paths)
+    assert "base_v1 is released and its SQL changed" in problem
+    assert f"the macros of {tmp_path / 'macros'} it imports" in problem
+
+
+@pytest.mark.parametrize("body,fragment", [
+    (USES_MACRO.replace("counts.sql", "nowhere.sql"), "imports 'nowhere.sql', which is not in"),
+    (USES_MACRO.replace("kernel_count('kernels')", "kernel_count()"), "does not render: "),
+    (USES_MACRO.replace("kernel_count('kernels')", "kernel_count(tabel='kernels')"),
+     "does not render: macro 'kernel_count' takes no keyword argument 'tabel'"),
+    (USES_MACRO.replace("{{ kernel_count('kernels') }}", "{{ undefined_name }}"),
+     "does not render: 'undefined_name' is undefined"),
+    (USES_MACRO.replace("{% from", "{% frm"), "jinja syntax error (line 1)"),
+])
+def test_a_view_that_does_not_render_names_its_file(tmp_path: Path, body: str,
+                                                    fragment: str) -> None:
+    write_views(tmp_path / "macros", {"counts.sql": MACRO})
+    [path] = write_views(tmp_path / "views", {"base_v1.sql": body})
+    with pytest.raises(ViewError, match=re.escape(f"{path}: {fragment}")):
+        discover(tmp_path / "views")
+
+
+def test_a_broken_macro_file_is_named(tmp_path: Path) -> None:
+    write_views(tmp_path / "macros", {"counts.sql": MACRO.replace("{%- endmacro %}", "")})
+    [path] = write_views(tmp_path / "views", {"base_v1.sql": USES_MACRO})
+    with pytest.raises(ViewError, match=re.escape(
+            f"{path}: jinja syntax error ({tmp_path / 'macros' / 'counts.sql'}, line")):
+        discover(tmp_path / "views")
+
+
+def test_a_dialect_override_renders_the_same_macros(tmp_path: Path) -> None:
+    from etl.views.dialects import override_path, view_select
+
+    write_views(tmp_path / "macros", {"counts.sql": MACRO})
+    write_views(tmp_path / "views", {"base_v1.sql": USES_MACRO})
+    [view] = discover(tmp_path / "views")
+    override_path(view, "trino").write_text(
+        USES_MACRO.replace("kernel_count('kernels')", "kernel_count('kernels', alias='m')"))
+    assert "AS m" in view_select(view, "trino") and "AS n" in view_select(view, "spark")
+
+
+def test_the_views_inputs_cover_every_macro() -> None:
+    """A macro edit re-creates the views of every warehouse (views.sha256 changes)."""
+    from etl.core.sql_files import MACRO_DIR
+    from etl.views.database import input_files
+
+    macros = sorted(MACRO_DIR.iterdir())
+    assert macros and set(macros) <= set(input_files())
