@@ -1,6 +1,8 @@
 """Same rows? Every row of the given views, under this checkout's SQL and under a git revision's.
 
-A performance-only edit of a released view must not change its rows. For each warehouse,
+A performance-only edit of a released view must not change its rows (etl/views/rewrites.py:
+tests/views/test_rewrites.py makes the same comparison of every recorded rewrite on the
+test warehouses; this script makes it on any). For each warehouse,
 this script exports the base revision's code (`git archive REV` into a temporary folder),
 dumps each view's full output with that code and with this checkout's (each in a process of
 its own, whose `etl` package and sql/ are the tree's), and compares the two with EXCEPT ALL
@@ -45,17 +47,18 @@ def dump(code: Path, warehouse: Path, out: Path, views: list[str]) -> None:
                    env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
 
 
-def differences(before: Path, after: Path) -> tuple[int, int, int]:
-    """Rows of `before`, rows only in `before`, rows only in `after` (EXCEPT ALL)."""
+def differences(before: Path, after: Path) -> tuple[int, int, int, bool]:
+    """Rows of `before`, rows only in `before`, rows only in `after` (EXCEPT ALL), and
+    whether the columns (names, types) agree: etl/views/rewrites.py's rows_apart, the
+    check tests/views/test_rewrites.py makes of every recorded rewrite."""
     import duckdb
 
-    con = duckdb.connect()
-    a, b = f"read_parquet('{before}')", f"read_parquet('{after}')"
-    rows = con.execute(f"SELECT count(*) FROM {a}").fetchone()
-    lost = con.execute(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchone()
-    new = con.execute(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})").fetchone()
-    assert rows and lost and new
-    return rows[0], lost[0], new[0]
+    from etl.views.rewrites import rows_apart
+
+    apart = rows_apart(duckdb.connect(), f"FROM read_parquet('{before}')",
+                       f"FROM read_parquet('{after}')")
+    return (apart.rows_before, apart.only_before, apart.only_after,
+            apart.columns_before == apart.columns_after)
 
 
 def main() -> None:
@@ -76,11 +79,11 @@ def main() -> None:
             dump(base, warehouse.resolve(), before, args.views)
             dump(ROOT, warehouse.resolve(), after, args.views)
             for view in args.views:
-                rows, lost, new = differences(before / f"{view}.parquet",
-                                              after / f"{view}.parquet")
-                failed |= bool(lost or new)
-                print(f"{warehouse} {view}: {rows} rows, {lost} only before, {new} only after",
-                      flush=True)
+                rows, lost, new, same_columns = differences(before / f"{view}.parquet",
+                                                            after / f"{view}.parquet")
+                failed |= bool(lost or new) or not same_columns
+                print(f"{warehouse} {view}: {rows} rows, {lost} only before, {new} only after"
+                      + ("" if same_columns else ", other columns"), flush=True)
     sys.exit(1 if failed else 0)
 
 

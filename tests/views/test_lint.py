@@ -128,7 +128,8 @@ def contract(tmp_path: Path, changelog: str = "- `base_v1` released\n") -> Any:
 
     write_views(tmp_path / "views", {"base_v1.sql": BASE})
     (tmp_path / "CHANGELOG.md").write_text(changelog)
-    return Paths(tmp_path / "fingerprints.toml", tmp_path / "CHANGELOG.md")
+    return Paths(tmp_path / "fingerprints.toml", tmp_path / "CHANGELOG.md",
+                 tmp_path / "rewrites.toml")
 
 
 def test_shipped_views_match_their_fingerprints() -> None:
@@ -322,3 +323,122 @@ def test_the_views_inputs_cover_every_macro() -> None:
 
     macros = sorted(MACRO_DIR.iterdir())
     assert macros and set(macros) <= set(input_files())
+
+
+# ---- rewrites: a released view's SQL changes, its rows do not ------------------------------
+
+SAME_ROWS = BASE.replace("count(*) AS n", "count(1) AS n")  # another spelling, the same rows
+
+
+def released_then_edited(tmp_path: Path, edited: str = SAME_ROWS) -> tuple[Any, list[Any],
+                                                                         list[Any]]:
+    """base_v1 released and recorded, then edited: (paths, views as released, as edited)."""
+    from etl.views.fingerprints import record
+
+    paths = contract(tmp_path)
+    base = discover(tmp_path / "views")
+    record(base, paths)
+    (tmp_path / "views" / "base_v1.sql").write_text(edited)
+    return paths, base, discover(tmp_path / "views")
+
+
+def test_a_rewrite_with_the_same_rows_is_recorded_with_its_released_sql(tmp_path: Path
+                                                                        ) -> None:
+    from etl.views import rewrites
+    from etl.views.fingerprints import check, fingerprint
+
+    paths, base, views = released_then_edited(tmp_path)
+    assert "is released and its SQL changed" in check(views, paths)[0]
+    assert "etl lint-sql --same-rows base_v1" in check(views, paths)[0]
+    [entry] = rewrites.record(views, base, ["base_v1"], paths, today="2026-11-28")
+    assert (entry.before, entry.after) == (fingerprint(base[0]), fingerprint(views[0]))
+    assert check(views, paths) == [] and rewrites.check(views, paths) == []
+    # the released SQL is kept as its fingerprint reads it, and runs
+    [kept] = rewrites.read_rewrites(paths.rewrites)
+    assert kept == entry and "COUNT(*) AS n" in kept.released_sql
+    assert rewrites.sql_fingerprint(kept.released_sql) == fingerprint(base[0])
+
+
+def test_an_edited_rewrite_entry_fails_the_lint(tmp_path: Path) -> None:
+    from etl.views import rewrites
+
+    paths, base, views = released_then_edited(tmp_path)
+    rewrites.record(views, base, ["base_v1"], paths)
+    text = paths.rewrites.read_text()
+    paths.rewrites.write_text(text.replace("COUNT(*) AS n", "COUNT(1) AS n"))
+    [problem] = rewrites.check(views, paths)
+    assert "rewrite 1 (base_v1): its released_sql is not the SQL whose fingerprint" in problem
+
+
+def test_rewrites_chain_to_the_recorded_fingerprint(tmp_path: Path) -> None:
+    from etl.views import rewrites
+    from etl.views.fingerprints import check
+
+    paths, base, views = released_then_edited(tmp_path)
+    rewrites.record(views, base, ["base_v1"], paths)
+    # edited again: the lint refuses until the second step is recorded, against the first
+    (tmp_path / "views" / "base_v1.sql").write_text(SAME_ROWS.replace("count(1)", "count(2)"))
+    again = discover(tmp_path / "views")
+    assert "is released and its SQL changed" in check(again, paths)[0]
+    with pytest.raises(ViewError, match="the base revision does not hold it as"):
+        rewrites.record(again, base, ["base_v1"], paths)
+    rewrites.record(again, views, ["base_v1"], paths)
+    assert check(again, paths) == [] and rewrites.check(again, paths) == []
+    first, second = rewrites.read_rewrites(paths.rewrites)
+    assert first.after == second.before
+    # a hand-edited fingerprints.toml breaks the chain
+    paths.fingerprints.write_text(paths.fingerprints.read_text().replace(second.after, "0" * 64))
+    assert "is neither the next rewrite's `from` nor the recorded" in rewrites.check(
+        again, paths)[0]
+
+
+@pytest.mark.parametrize("edit,changelog,fragment", [
+    (SAME_ROWS, "nothing yet\n", "not a released view"),
+    (BASE, "- `base_v1` released\n", "renders as recorded; nothing to record"),
+    (BASE.replace("AS n", "AS kernels").replace("-- n:", "-- kernels:"),
+     "- `base_v1` released\n", "returns other columns than released (run_id, n)"),
+])
+def test_a_rewrite_is_refused(tmp_path: Path, edit: str, changelog: str, fragment: str
+                              ) -> None:
+    from etl.views import rewrites
+
+    paths, base, views = released_then_edited(tmp_path, edit)
+    paths.changelog.write_text(changelog)
+    with pytest.raises(ViewError, match=re.escape(fragment)):
+        rewrites.record(views, base, ["base_v1"], paths)
+    assert not paths.rewrites.exists()
+
+
+def test_rows_apart_counts_rows_and_columns_both_ways() -> None:
+    import duckdb
+
+    from etl.views.rewrites import rows_apart
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS FROM (VALUES (1, 'a'), (1, 'a'), (2, 'b')) AS v(x, y)")
+    assert rows_apart(con, "SELECT x, y FROM t", "FROM t ORDER BY x DESC").same
+    distinct = rows_apart(con, "SELECT DISTINCT x, y FROM t", "SELECT x, y FROM t")
+    assert (distinct.only_before, distinct.only_after, distinct.same) == (0, 1, False)
+    retyped = rows_apart(con, "SELECT x, y FROM t", "SELECT x::DOUBLE AS x, y FROM t")
+    assert (retyped.only_before, retyped.only_after, retyped.same) == (0, 0, False)
+    renamed = rows_apart(con, "SELECT x, y FROM t", "SELECT x AS z, y FROM t")
+    assert not renamed.same
+
+
+def test_the_released_sql_is_read_from_a_git_revision(tmp_path: Path) -> None:
+    import subprocess
+
+    from etl.views.rewrites import views_at
+
+    write_views(tmp_path / "sql" / "views", {"base_v1.sql": USES_MACRO})
+    write_views(tmp_path / "sql" / "macros", {"counts.sql": MACRO})
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "sql"], check=True)
+    subprocess.run([*git, "commit", "-qm", "released"], check=True)
+    write_views(tmp_path / "sql" / "macros", {"counts.sql": MACRO.replace("count(*)", "count(1)")})
+    [then] = views_at("HEAD", tmp_path / "sql" / "views")
+    [now] = discover(tmp_path / "sql" / "views")
+    assert "count(*)" in then.select and "count(1)" in now.select
+    with pytest.raises(ViewError, match="git archive nowhere sql failed"):
+        views_at("nowhere", tmp_path / "sql" / "views")
