@@ -37,7 +37,7 @@ traced AS (
         g.window_ns, g.window_start_ns + c.utc_offset_ns AS window_start_utc_ns, g.gpu_util,
         c.format, c.clock, c.clock_reason, c.utc_offset_ns IS NOT NULL AS on_wall_clock,
         false AS whole_run
-    FROM gpu_utilization_v3 AS g
+    FROM gpu_utilization_v4 AS g
     LEFT JOIN trace_clock AS c ON c.run_id = g.run_id AND c.source_id = g.source_id
 ),
 untraced AS (

@@ -7,7 +7,7 @@
 -- v2: the same rows as v1; above_60pct_ratio is above_60pct_share (ratio names: levels
 -- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
 -- 2026-11-25).
-{{ issue_slot_distribution('kernel_utilization_v1', above_60pct='above_60pct_share') }}
+{{ issue_slot_distribution('kernel_utilization_v2', above_60pct='above_60pct_share') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- kernel_count: matched kernels with a known issue-slot ratio
