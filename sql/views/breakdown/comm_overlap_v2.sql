@@ -11,8 +11,6 @@
 -- intervals), taken per iteration window instead of over the whole trace of a rank; the
 -- kernel types are this project's rules (etl/extract/kernel_types.toml), which also count
 -- symmetric-memory all-reduce kernels as communication.
--- v2: v1's rows, faster: reads _iteration_windows_v3 (v1's windows) and _type_coverage_v1
--- (the same unions, as disjoint pieces made in one sorted pass) instead of _type_spans_v1.
 {{ comm_overlap('_iteration_windows_v3', '_type_coverage_v1', "s.scope <> 'activity'") }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

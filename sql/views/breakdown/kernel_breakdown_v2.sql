@@ -12,8 +12,6 @@
 -- union-based busy time (busy_share). Its top kernels are HTA's without its "others"
 -- grouping. Kernel types and tc_estimate: etl/extract/kernel_types.toml (tc_estimate_time_share
 -- is the TensorBoard profiler's "kernel time using tensor cores", an estimate from names).
--- v2: v1's rows, faster: activity_busy_ns (gpu_utilization_v1's) is taken from
--- _iteration_windows_v3 and _type_coverage_v1 instead of the whole gpu_utilization_v1.
 {% call kernel_breakdown() -%}
     SELECT
         w.run_id, w.run_name, w.source_id, w.device_id, w.iteration,

@@ -8,7 +8,6 @@
 -- [project] HTA leaves stragglers to the reader (it plots per-rank figures); the median
 -- reference and the 5% rule are this project's. computation_ns and
 -- exposed_communication_ns are comm_overlap's.
--- v2: v1's rows, faster: reads comm_overlap_v2.
 {{ stragglers('comm_overlap_v2') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -15,8 +15,6 @@
 -- non-compute = the rest (here communication_ns + memory_ns). Here: per iteration window
 -- (the paper's window, gpu_utilization's), and non-compute split into communication and
 -- memory, computation first.
--- v2: v1's rows, faster: reads _iteration_windows_v3 (v1's windows) and _type_coverage_v1
--- (the same unions, as disjoint pieces made in one sorted pass) instead of _type_spans_v1.
 {{ temporal_breakdown('_iteration_windows_v3', '_type_coverage_v1', "s.scope <> 'activity'") }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -13,10 +13,8 @@
 -- either is unknown, and memory_status says which.
 -- [paper §V, Fig. 4] Memory usage against batch size. [project] The peak over the window
 -- and the share of allocated (not reserved) bytes are this project's definitions.
--- v2: faster: reads _iteration_windows_v3 (v1's windows, joined to kernels by two
--- equi-joins instead of one OR), and finds the level carried into a window in one sorted
--- pass over the events and the window starts. v1's rows, except that when several events share the last instant before the
--- window, the carried level is the largest of them (v1 took one of them arbitrarily).
+-- When several events share the last instant before a window, the carried level is the
+-- largest of them.
 {{ iteration_memory('_iteration_windows_v3', carried_by_sweep=true) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name (carried so that a filter on it reaches the scans)

@@ -9,12 +9,11 @@
 -- run_name is joined at the base and kept in every key, so that a filter on it (e.g.
 -- gpu_utilization WHERE run_name = ...) is pushed down to `runs` and prunes the scans.
 -- [project] The window rule is torch-tb-profiler's step rule, a choice of this project.
--- v2: complete/cut from iterations (an iteration of a truncated, salvaged source that the
--- cut may have reached is not complete), and unlaunched_kernel_count: kernels of the
--- device without a launch call in the trace (kernels.launch_event_id NULL, e.g. launched
--- before profiling started) that run inside the window.
--- v3: v2's rows, faster: kernels meet their iteration by equi-joins (ProfilerStep and
--- whole-trace boundaries apart) instead of one join on an OR of both.
+-- Each window carries its iteration's complete and cut (an iteration of a truncated,
+-- salvaged source that the cut may have reached is not complete) and
+-- unlaunched_kernel_count: kernels of the device without a launch call in the trace
+-- (kernels.launch_event_id NULL, e.g. launched before profiling started) that run inside
+-- the window.
 {{ iteration_windows(equi_joins=true, completeness=true) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name (carried so that a filter on it reaches the scans)

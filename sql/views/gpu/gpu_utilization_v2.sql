@@ -10,10 +10,9 @@
 -- [paper, level 1] gpu_util = GPU kernel execution time / total execution time of the
 -- iteration. [project] Busy time is the union of kernel intervals clipped to the window
 -- of _iteration_windows; activity_* and kernel_time_ns are this project's additions.
--- v2: an iteration a truncated source does not hold whole (complete = false, `cut` says
--- why) keeps the busy time that was recorded, but its gpu_util and activity_util are NULL:
--- kernels cut off would count, so the ratio is unknown, not low. complete, cut and
--- unlaunched_kernel_count come from _iteration_windows_v2.
+-- An iteration a truncated source does not hold whole (complete = false, `cut` says why)
+-- keeps the busy time that was recorded, but its gpu_util and activity_util are NULL:
+-- kernels cut off would count, so the ratio is unknown, not low.
 {{ gpu_utilization('_iteration_windows_v2', completeness=true) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -16,9 +16,6 @@
 -- the ingest states it (iterations.clock, utc_offset_ns: Kineto's baseTimeNanoseconds or
 -- epoch ts, nsys on its session start), never by a rule of this view; a source whose clock
 -- is unmapped has its monitor columns NULL with iterations.clock_reason.
--- v2: Kineto sources on the wall clock (v1 placed only nsys_sqlite windows); windows and
--- ncu levels from gpu_utilization_v3 and run_utilization_v2; window_start_utc_ns,
--- trace_clock and trace_clock_reason.
 WITH source_format AS (
     SELECT run_id, struct_extract(src, 'source_id') AS source_id,
            struct_extract(src, 'format') AS format

@@ -13,9 +13,6 @@
 -- (fp32 → CUDA-core FP32, tf32 → TF32 tensor, amp/fp16 → FP16 tensor, bf16 → BF16 tensor).
 -- [project] MFU as the LLM-training literature uses it (PaLM, appendix B), with PyTorch's
 -- per-op flops in place of a model formula; not a figure of the paper.
--- v2: faster: reads _iteration_windows_v3 (v2's windows, joined to kernels by two
--- equi-joins instead of one OR) instead of _iteration_windows_v2; and a device name the
--- catalog does not know gives way to runs.gpu when the catalog knows that (v1: NULL).
 {{ mfu('_iteration_windows_v3', known_name_first=true, catalog='etl/gpu_peaks.toml') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -11,13 +11,12 @@
 -- execution time"; idle_ns is the paper's ML framework overhead. [project] "Stable" read
 -- as within 5% of the median window, and the fallback to the closest one, are this
 -- project's rule (the paper gives no threshold); so is the throughput.
--- v2 [project]: candidates in this order: complete iterations first (a truncated source's
+-- [project] Candidates in this order: complete iterations first (a truncated source's
 -- cut iterations have no gpu_util), then iterations whose window holds no kernel without
 -- a launch call in the trace (kernels launched before profiling started inflate busy
--- time), then the 5% rule as in v1; the median counts complete iterations only.
--- `selection_note` says which iterations were passed over and why.
--- v3: the selected iteration's peak memory (gpu_utilization_v3), otherwise as v2.
--- v4: v3's rows, faster: reads gpu_utilization_v4 (v3's rows).
+-- time), then the 5% rule; the median counts complete iterations only. `selection_note`
+-- says which iterations were passed over and why.
+-- With the selected iteration's peak memory (gpu_utilization's).
 {{ run_summary('gpu_utilization_v4', complete_first=true, memory=true) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

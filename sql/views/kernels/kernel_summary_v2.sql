@@ -2,8 +2,6 @@
 -- kernel_summary: where GPU time goes, by kernel name.
 -- Grain: one row per run and kernel name (kind = kernel; all ranks and devices together).
 -- [project] A breakdown of this project's, not a figure of the paper.
--- v2: the same rows as v1; busy_share_ratio is busy_share (ratio names: levels *_util,
--- fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md 2026-11-25).
 {{ kernel_summary(busy_share='busy_share') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -4,9 +4,6 @@
 -- Grain: one row per run (matched kernels of all iterations, all ranks and devices).
 -- [paper Fig. 6] The distribution over kernels and its mean; the 0.6 threshold is the
 -- paper's A100 vs V100 remark. [project] The quantiles and the duration-weighted mean.
--- v2: the same rows as v1; above_60pct_ratio is above_60pct_share (ratio names: levels
--- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
--- 2026-11-25).
 {{ issue_slot_distribution('kernel_utilization_v2', above_60pct='above_60pct_share') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

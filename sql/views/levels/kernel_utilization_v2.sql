@@ -4,8 +4,6 @@
 -- Grain: one row per run, trace kernel and ncu export it matched.
 -- [project] A kernel's ratios joined to its framework context through the matcher
 -- (etl/match/).
--- v2: the rows and columns of v1, plus layer_kind, pass and layer_status (kernels; backward
--- kernels carry their forward op's layer; sql/CHANGELOG.md 2026-11-25, issue #18).
 {{ kernel_utilization(layers=true) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

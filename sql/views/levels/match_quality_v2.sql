@@ -5,9 +5,6 @@
 -- kernel of that source and device; kernels outside it were not profiled by ncu.
 -- [project] The coverage of the trace by an ncu export and the matcher's result; not in
 -- the paper.
--- v2: the same rows as v1; count_coverage_ratio is matched_count_share and
--- time_coverage_ratio is matched_time_share (ratio names: levels *_util, fractions of a
--- whole *_share, comparisons *_ratio; sql/CHANGELOG.md 2026-11-25).
 {{ match_quality(count_share='matched_count_share',
                   time_share='matched_time_share') }}
 -- run_id: run; joins runs.run_id

@@ -15,9 +15,6 @@
 -- [paper Fig. 5] The four levels of one iteration, with Table I's definitions. [project]
 -- The iteration (the one with the most matched kernels) and the roll-up of kernel ratios
 -- below are this project's.
--- v2: a row for every device run_summary has, ncu levels or not (v1 had rows only where
--- kernels matched an ncu export, so runs with traces only vanished); `ncu_reason`; reads
--- gpu_utilization_v2 and run_summary_v2 (incomplete iterations have no gpu_util).
 {{ run_utilization('gpu_utilization_v4', 'run_summary_v4', every_device=true) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name

@@ -23,9 +23,8 @@
 -- gain of faster tensor cores. [project] The k values, the window as the whole (idle
 -- included), least(1, ...) for overlapping streams, the iteration choice and the
 -- name-based fallback.
--- v2: the rows of tc_amdahl_v1 (basis 'ncu'), and for every other device of
--- run_utilization_v2 a row from the name-based estimate (v1 had none), for the iteration
--- run_utilization_v2 selects; `basis_note` says why the estimate was used.
+-- The 'ncu' rows are tc_amdahl_v1's, for run_utilization_v1's iteration; the
+-- 'name_estimate' rows are for the iteration run_utilization_v2 selects.
 WITH {{ name_estimate('run_utilization_v2', ncu_rows='tc_amdahl_v1') }}
 {{ both_bases(ncu_rows='tc_amdahl_v1') }}
 -- run_id: run; joins runs.run_id

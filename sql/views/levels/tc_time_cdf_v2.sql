@@ -5,9 +5,6 @@
 -- [paper Fig. 8] The cumulative share of GPU time by tensor-core issue-slot utilization.
 -- [project] t ranges over the observed values; GPU time is the matched kernels' trace
 -- durations.
--- v2: the same rows as v1; time_share_at_most_ratio is cumulative_time_share (ratio
--- names: levels *_util, fractions of a whole *_share, comparisons *_ratio;
--- sql/CHANGELOG.md 2026-11-25).
 {{ tc_time_cdf('kernel_utilization_v2', cumulative_share='cumulative_time_share') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
