@@ -7,7 +7,7 @@ complete, cut and unlaunched_kernel_count are kept. -#}
 {% macro gpu_utilization(windows, completeness) -%}
 WITH {{ clipped_scopes(windows, '_busy_intervals_v1', [('busy_ns', 'kernel'),
                                                         ('activity_busy_ns', 'activity')],
-                       name='busy', s='b') }},
+                       name='busy', span='b') }},
 run_kernels AS (
     SELECT k.run_id, r.run_name, k.source_id, k.device_id, k.kernel_id, k.ts_ns, k.dur_ns
     FROM kernels AS k

@@ -7,24 +7,24 @@ device_id, scope, start_ns and end_ns; `spans_condition` narrows the spans joine
 (as `s`). gpu_utilization's busy time up to v2 is clipped_scopes too. -#}
 
 {#- The CTE `name`: per window, for each (alias, scope) of `scopes`, the ns of the scope's
-intervals inside the window (0 when none); the spans are joined as `s`. -#}
+intervals inside the window (0 when none); the spans are joined as `span`. -#}
 {% macro clipped_scopes(windows, spans, scopes, spans_condition=none, name='clipped',
-                        s='s') -%}
+                        span='s') -%}
 {{ name }} AS (
     SELECT
         w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration,
 {%- for alias, scope in scopes %}
-        coalesce(sum(least({{ s }}.end_ns, w.window_end_ns)
-                     - greatest({{ s }}.start_ns, w.window_start_ns))
-                 FILTER (WHERE {{ s }}.scope = '{{ scope }}'), 0) AS {{ alias }}
+        coalesce(sum(least({{ span }}.end_ns, w.window_end_ns)
+                     - greatest({{ span }}.start_ns, w.window_start_ns))
+                 FILTER (WHERE {{ span }}.scope = '{{ scope }}'), 0) AS {{ alias }}
                  {{- "," if not loop.last }}
 {%- endfor %}
     FROM {{ windows }} AS w
-    LEFT JOIN {{ spans }} AS {{ s }}
-      ON {{ s }}.run_id = w.run_id AND {{ s }}.run_name = w.run_name
-     AND {{ s }}.source_id = w.source_id AND {{ s }}.device_id = w.device_id
+    LEFT JOIN {{ spans }} AS {{ span }}
+      ON {{ span }}.run_id = w.run_id AND {{ span }}.run_name = w.run_name
+     AND {{ span }}.source_id = w.source_id AND {{ span }}.device_id = w.device_id
      {%- if spans_condition %} AND {{ spans_condition }}{% endif %}
-     AND {{ s }}.start_ns < w.window_end_ns AND {{ s }}.end_ns > w.window_start_ns
+     AND {{ span }}.start_ns < w.window_end_ns AND {{ span }}.end_ns > w.window_start_ns
     GROUP BY w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration
 )
 {%- endmacro %}
