@@ -211,8 +211,10 @@ def input_files() -> list[Path]:
     from etl.core.schema import SCHEMA_DIR
     from etl.views import comments
 
-    # the SQL folder whole: views and the macros they render with (sql/macros/*.sql)
-    return [*sorted(SQL_DIR.parent.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
+    # the SQL folder whole: the views, and the macros they render with, whatever the suffix
+    macros = SQL_DIR.parent / "macros"
+    sql = {*SQL_DIR.parent.rglob("*.sql"), *(p for p in macros.rglob("*") if p.is_file())}
+    return [*sorted(sql), *sorted(SCHEMA_DIR.glob("*.toml")),
             Path(__file__), Path(schema.__file__), Path(sql_files.__file__),
             Path(comments.__file__), Path(gpu_peaks.__file__), gpu_peaks.CATALOG]
 
