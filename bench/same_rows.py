@@ -34,15 +34,17 @@ import pyarrow.parquet as pq
 from etl.api import connect
 con = connect(sys.argv[2])
 con.execute("SET enable_progress_bar = false")
-for view in sys.argv[4:]:
+con.execute(f"SET threads = {int(sys.argv[4])}")
+for view in sys.argv[5:]:
     pq.write_table(con.execute(f"SELECT * FROM {view}").to_arrow_table(),
                    Path(sys.argv[3]) / f"{view}.parquet")
 """
 
 
-def dump(code: Path, warehouse: Path, out: Path, views: list[str]) -> None:
+def dump(code: Path, warehouse: Path, out: Path, views: list[str], threads: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-c", DUMP, str(code), str(warehouse), str(out), *views],
+    subprocess.run([sys.executable, "-c", DUMP, str(code), str(warehouse), str(out),
+                    str(threads), *views],
                    check=True, cwd=code,
                    env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
 
@@ -66,6 +68,10 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="git revision of the SQL before")
     parser.add_argument("--warehouse", type=Path, nargs="+", required=True)
     parser.add_argument("--views", nargs="+", default=list(BREAKDOWN))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="DuckDB threads of each dump; more than 1 lets floating-point "
+                             "sums add in another order at each run (rows apart in the "
+                             "last bits)")
     args = parser.parse_args()
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,8 +82,8 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         for number, warehouse in enumerate(args.warehouse):
             before, after = Path(tmp) / f"{number}-before", Path(tmp) / f"{number}-after"
-            dump(base, warehouse.resolve(), before, args.views)
-            dump(ROOT, warehouse.resolve(), after, args.views)
+            dump(base, warehouse.resolve(), before, args.views, args.threads)
+            dump(ROOT, warehouse.resolve(), after, args.views, args.threads)
             for view in args.views:
                 rows, lost, new, same_columns = differences(before / f"{view}.parquet",
                                                             after / f"{view}.parquet")

@@ -179,8 +179,25 @@ class Apart:
                 and self.only_after == 0)
 
 
-def rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str) -> Apart:
-    """How the rows of the SELECT `before` and of `after` differ on `con`."""
+def rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str,
+               digits: int | None = None) -> Apart:
+    """How the rows of the SELECT `before` and of `after` differ on `con`.
+
+    Floating-point sums depend on the order of their terms, which DuckDB's threads vary:
+    the queries run on one thread, so that each is evaluated the same way each time. With
+    `digits`, DOUBLE and FLOAT columns are compared to that many significant digits (for
+    two computations that need not add in the same order); without, bit for bit.
+    """
+    [(threads,)] = con.execute("SELECT current_setting('threads')").fetchall()
+    con.execute("SET threads = 1")
+    try:
+        return _rows_apart(con, before, after, digits)
+    finally:
+        con.execute(f"SET threads = {int(threads)}")
+
+
+def _rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str,
+                digits: int | None) -> Apart:
     def one(sql: str) -> int:
         row = con.execute(sql).fetchone()
         assert row is not None
@@ -190,8 +207,18 @@ def rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str) -> Apart
         return [(name, str(kind)) for name, kind, *_ in con.execute(f"DESCRIBE ({sql})")
                 .fetchall()]
 
-    a, b = f"({before})", f"({after})"
+    def compared(sql: str, kinds: list[tuple[str, str]]) -> str:
+        if digits is None:
+            return f"({sql})"
+        quoted = ['"' + name.replace('"', '""') + '"' for name, _ in kinds]
+        projection = ", ".join(f"format('{{:.{digits}g}}', {q}) AS {q}"
+                               if kind in ("DOUBLE", "FLOAT") else q
+                               for q, (_, kind) in zip(quoted, kinds))
+        return f"(SELECT {projection} FROM ({sql}))"
+
+    kinds_before, kinds_after = columns(before), columns(after)
+    a, b = compared(before, kinds_before), compared(after, kinds_after)
     return Apart(one(f"SELECT count(*) FROM {a}"), one(f"SELECT count(*) FROM {b}"),
                  one(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})"),
                  one(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})"),
-                 columns(before), columns(after))
+                 kinds_before, kinds_after)

@@ -1,5 +1,6 @@
 {#- tc_amdahl.sql: Amdahl's law for tensor cores (tc_amdahl_v<N>), per run, rank and device
-for the iteration `run_utilization` selects. -#}
+for the iteration `run_utilization` selects, over the kernels of each iteration
+(`iteration_kernels`, _iteration_kernels_v1 unless a CTE of the view stands for it). -#}
 
 {#- The speed-up bounds of an iteration whose tc_window_share p of time runs k times
 faster: 1 / ((1 - p) + p / k), for k = 2, 10 and infinity. -#}
@@ -12,7 +13,7 @@ faster: 1 / ((1 - p) + p / k), for k = 2, 10 and infinity. -#}
 {#- The CTEs chosen, per_device and shares: basis 'ncu', for the devices whose kernels
 matched an ncu export with the tensor-core issue counter (a matched kernel is a
 tensor-core kernel when its tc_issue_util > 0, a non-tensor one when it is 0). -#}
-{% macro ncu_basis(run_utilization) -%}
+{% macro ncu_basis(run_utilization, iteration_kernels='_iteration_kernels_v1') -%}
 chosen AS (
     SELECT run_id, run_name, source_id, rank, device_id, iteration, window_ns,
            matched_time_share
@@ -26,7 +27,7 @@ per_device AS (
         count(*) FILTER (WHERE u.tc_issue_util > 0) AS tc_kernels,
         count(*) FILTER (WHERE u.tc_issue_util = 0) AS non_tc_kernels
     FROM chosen AS c
-    JOIN _iteration_kernels_v1 AS ik
+    JOIN {{ iteration_kernels }} AS ik
       ON ik.run_id = c.run_id AND ik.source_id = c.source_id AND ik.device_id = c.device_id
      AND ik.iteration IS NOT DISTINCT FROM c.iteration
     JOIN ncu_kernel_utilization_v1 AS u
@@ -75,7 +76,8 @@ SELECT
 {#- The CTEs estimated_devices, name_counts and estimated: basis 'name_estimate', for every
 other device of `run_utilization` (those without a row in `ncu_rows`), from the kernels'
 name-based tc_estimate. -#}
-{% macro name_estimate(run_utilization, ncu_rows) -%}
+{% macro name_estimate(run_utilization, ncu_rows,
+                       iteration_kernels='_iteration_kernels_v1') -%}
 estimated_devices AS (
     SELECT u.run_id, u.run_name, u.source_id, u.rank, u.device_id, u.iteration, u.window_ns,
            coalesce(u.ncu_reason, 'the matched ncu kernels have no tensor-core issue '
@@ -94,7 +96,7 @@ name_counts AS (
         coalesce(sum(ik.clipped_dur_ns) FILTER (WHERE NOT coalesce(k.tc_estimate, false)), 0)
             AS non_tc_ns
     FROM estimated_devices AS c
-    JOIN _iteration_kernels_v1 AS ik
+    JOIN {{ iteration_kernels }} AS ik
       ON ik.run_id = c.run_id AND ik.source_id = c.source_id AND ik.device_id = c.device_id
      AND ik.iteration IS NOT DISTINCT FROM c.iteration
     JOIN kernels AS k

@@ -430,6 +430,19 @@ def test_rows_apart_counts_rows_and_columns_both_ways() -> None:
     assert not renamed.same
 
 
+def test_rows_apart_compares_floats_bit_for_bit_unless_told_digits() -> None:
+    import duckdb
+
+    from etl.views.rewrites import rows_apart
+
+    con = duckdb.connect()
+    sum_of = "SELECT 1 AS x, 0.1::DOUBLE + 0.2::DOUBLE AS y"  # 0.30000000000000004
+    assert not rows_apart(con, sum_of, "SELECT 1 AS x, 0.3::DOUBLE AS y").same
+    assert rows_apart(con, sum_of, "SELECT 1 AS x, 0.3::DOUBLE AS y", digits=12).same
+    assert not rows_apart(con, sum_of, "SELECT 1 AS x, 0.31::DOUBLE AS y", digits=12).same
+    assert con.execute("SELECT current_setting('threads')").fetchone() != (1,)  # restored
+
+
 def test_the_released_sql_is_read_from_a_git_revision(tmp_path: Path) -> None:
     import subprocess
 

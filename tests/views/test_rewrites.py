@@ -46,6 +46,7 @@ def rows_now_and_as_released(warehouse: Path, released: dict[str, str]
     """view → how its rows differ (rows_apart) between the rewritten views as they are and
     as released, for every view that reads a rewritten one."""
     con = connect(warehouse)
+    con.execute("SET threads = 1")  # floating-point sums added in one order, as rows_apart's
     affected = readers(set(released), discover())
     for view in affected:  # a temporary table keeps DuckDB's types (Arrow has no HUGEINT)
         con.execute(f"CREATE TEMP TABLE now_{view.name} AS SELECT * FROM {view.name}")

@@ -24,12 +24,23 @@
 -- gain of faster tensor cores. [project] The k values, the window as the whole (idle
 -- included), least(1, ...) for overlapping streams, the iteration choice and the
 -- name-based fallback.
-WITH {{ ncu_basis('run_utilization_v2') }},
+WITH utilization AS (
+    -- read once for both bases (Spark's analyser ran out of memory on two expansions)
+    SELECT run_id, run_name, source_id, rank, device_id, iteration, window_ns,
+           matched_time_share, ncu_reason
+    FROM run_utilization_v2
+),
+iteration_kernels AS (
+    SELECT run_id, source_id, device_id, iteration, kernel_id, clipped_dur_ns,
+           ncu_source_id, ncu_id
+    FROM _iteration_kernels_v1
+),
+{{ ncu_basis('utilization', iteration_kernels='iteration_kernels') }},
 ncu AS (
 {{ ncu_columns() }}
     FROM shares
 ),
-{{ name_estimate('run_utilization_v2', ncu_rows='ncu') }}
+{{ name_estimate('utilization', ncu_rows='ncu', iteration_kernels='iteration_kernels') }}
 {{ both_bases(ncu_rows='ncu') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
