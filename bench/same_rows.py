@@ -1,6 +1,8 @@
 """Same rows? Every row of the given views, under this checkout's SQL and under a git revision's.
 
-A performance-only edit of a released view must not change its rows. For each warehouse,
+A performance-only edit of a released view must not change its rows (etl/views/rewrites.py:
+tests/views/test_rewrites.py makes the same comparison of every recorded rewrite on the
+test warehouses; this script makes it on any). For each warehouse,
 this script exports the base revision's code (`git archive REV` into a temporary folder),
 dumps each view's full output with that code and with this checkout's (each in a process of
 its own, whose `etl` package and sql/ are the tree's), and compares the two with EXCEPT ALL
@@ -32,30 +34,33 @@ import pyarrow.parquet as pq
 from etl.api import connect
 con = connect(sys.argv[2])
 con.execute("SET enable_progress_bar = false")
-for view in sys.argv[4:]:
+con.execute(f"SET threads = {int(sys.argv[4])}")
+for view in sys.argv[5:]:
     pq.write_table(con.execute(f"SELECT * FROM {view}").to_arrow_table(),
                    Path(sys.argv[3]) / f"{view}.parquet")
 """
 
 
-def dump(code: Path, warehouse: Path, out: Path, views: list[str]) -> None:
+def dump(code: Path, warehouse: Path, out: Path, views: list[str], threads: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-c", DUMP, str(code), str(warehouse), str(out), *views],
+    subprocess.run([sys.executable, "-c", DUMP, str(code), str(warehouse), str(out),
+                    str(threads), *views],
                    check=True, cwd=code,
                    env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
 
 
-def differences(before: Path, after: Path) -> tuple[int, int, int]:
-    """Rows of `before`, rows only in `before`, rows only in `after` (EXCEPT ALL)."""
+def differences(before: Path, after: Path) -> tuple[int, int, int, bool]:
+    """Rows of `before`, rows only in `before`, rows only in `after` (EXCEPT ALL), and
+    whether the columns (names, types) agree: etl/views/rewrites.py's rows_apart, the
+    check tests/views/test_rewrites.py makes of every recorded rewrite."""
     import duckdb
 
-    con = duckdb.connect()
-    a, b = f"read_parquet('{before}')", f"read_parquet('{after}')"
-    rows = con.execute(f"SELECT count(*) FROM {a}").fetchone()
-    lost = con.execute(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})").fetchone()
-    new = con.execute(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})").fetchone()
-    assert rows and lost and new
-    return rows[0], lost[0], new[0]
+    from etl.views.rewrites import rows_apart
+
+    apart = rows_apart(duckdb.connect(), f"FROM read_parquet('{before}')",
+                       f"FROM read_parquet('{after}')")
+    return (apart.rows_before, apart.only_before, apart.only_after,
+            apart.columns_before == apart.columns_after)
 
 
 def main() -> None:
@@ -63,6 +68,10 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="git revision of the SQL before")
     parser.add_argument("--warehouse", type=Path, nargs="+", required=True)
     parser.add_argument("--views", nargs="+", default=list(BREAKDOWN))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="DuckDB threads of each dump; more than 1 lets floating-point "
+                             "sums add in another order at each run (rows apart in the "
+                             "last bits)")
     args = parser.parse_args()
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,14 +82,14 @@ def main() -> None:
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         for number, warehouse in enumerate(args.warehouse):
             before, after = Path(tmp) / f"{number}-before", Path(tmp) / f"{number}-after"
-            dump(base, warehouse.resolve(), before, args.views)
-            dump(ROOT, warehouse.resolve(), after, args.views)
+            dump(base, warehouse.resolve(), before, args.views, args.threads)
+            dump(ROOT, warehouse.resolve(), after, args.views, args.threads)
             for view in args.views:
-                rows, lost, new = differences(before / f"{view}.parquet",
-                                              after / f"{view}.parquet")
-                failed |= bool(lost or new)
-                print(f"{warehouse} {view}: {rows} rows, {lost} only before, {new} only after",
-                      flush=True)
+                rows, lost, new, same_columns = differences(before / f"{view}.parquet",
+                                                            after / f"{view}.parquet")
+                failed |= bool(lost or new) or not same_columns
+                print(f"{warehouse} {view}: {rows} rows, {lost} only before, {new} only after"
+                      + ("" if same_columns else ", other columns"), flush=True)
     sys.exit(1 if failed else 0)
 
 

@@ -506,16 +506,25 @@ def formats() -> None:
 @click.option("--rebase", is_flag=True,
               help="With --record: take every fingerprint again, after an upgrade of sqlglot "
                    "alone (refused under the sqlglot that took them).")
-def lint_sql(record: bool, rebase: bool) -> None:
+@click.option("--same-rows", "same_rows", multiple=True, metavar="VIEW",
+              help="Record that the released VIEW, edited, returns the rows it returned as "
+                   "--base renders it: its released SQL goes to sql/rewrites.toml, which "
+                   "tests/views/test_rewrites.py runs beside it (repeatable).")
+@click.option("--base", default="HEAD", show_default=True,
+              help="With --same-rows: the git revision that holds the views as released.")
+def lint_sql(record: bool, rebase: bool, same_rows: tuple[str, ...], base: str) -> None:
     """Check the views: one documented SELECT each, known dependencies read by pinned _vN
-    names, guarded divisions, and released views unchanged since their fingerprint.
+    names, guarded divisions, and released views unchanged since their fingerprint (or
+    rewritten with the same rows, recorded in sql/rewrites.toml).
 
     \b
     Example:
       etl lint-sql
       etl lint-sql --record    # after adding sql/views/<area>/<name>_v<N>.sql
+      etl lint-sql --same-rows run_utilization_v2   # edited, rows unchanged
     """
     from etl.views import fingerprints as view_fingerprints
+    from etl.views import rewrites
     from etl.core.sql_files import discover
     from etl.views.catalog import lint
 
@@ -525,7 +534,11 @@ def lint_sql(record: bool, rebase: bool) -> None:
     if record:
         for name in view_fingerprints.record(views, rebase=rebase):
             click.echo(f"recorded {name}")
-    problems = lint(views) + view_fingerprints.check(views)
+    if same_rows:
+        for rewrite in rewrites.record(views, rewrites.views_at(base), list(same_rows)):
+            click.echo(f"recorded the rewrite of {rewrite.view} (released SQL kept in "
+                       f"{view_fingerprints.REWRITES.name}); run tests/views/test_rewrites.py")
+    problems = lint(views) + view_fingerprints.check(views) + rewrites.check(views)
     for line in problems:
         click.echo(line, err=True)
     if problems:

@@ -1,7 +1,11 @@
 """The SQL of sql/views/ as data: found, rendered, parsed and ordered; no database.
 
 A view file `sql/views/<area>/<name>_v<N>.sql` holds one documented SELECT (jinja for
-structure only: shared pieces are macros of sql/macros/). Every stage that needs a view's
+structure only). A piece of SQL that several views share is a jinja macro of sql/macros/,
+one file per idea, which a view imports by the file's name
+(`{% from 'intervals.sql' import merge_overlapping %}`): versions of a view that share
+their logic render it from one copy, and a released version keeps its fingerprint as long
+as it renders the same SQL (etl/views/fingerprints.py). Every stage that needs a view's
 rule reads it from here — the views layer to create it in DuckDB or Spark, the match stage
 to run run_summary's selection over one run's staged tables — so a rule is written once,
 in SQL, and no lower stage imports a higher one.
@@ -10,15 +14,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from etl.core.errors import EtlError
 from etl.core.gpu_peaks import RELATION_DOCS
 from etl.core.resources import data_dir
 from etl.core.schema import ALL_TABLES
 
+if TYPE_CHECKING:
+    import jinja2
+
 SQL_DIR = data_dir("sql") / "views"
+MACRO_DIR = SQL_DIR.parent / "macros"
 _FILE_RE = re.compile(r"^(?P<name>_?[a-z][a-z0-9_]*)_v(?P<version>\d+)\.sql$")
 _COLUMN_DOC_RE = re.compile(r"^--\s{1,4}(?P<col>[a-z_][a-z0-9_]*)\s*:\s*(?P<doc>\S.*)$")
 
@@ -39,24 +48,56 @@ class View:
     depends_on: frozenset[str]
     doc: str = ""      # the leading comment: what the view is, its grain, its sources
     tree: Any = field(default=None, compare=False, repr=False)  # the parsed sqlglot Query
+    macros: Path = MACRO_DIR  # the folder its `{% from '...' import ... %}` read
 
 
 def discover(sql_dir: Path = SQL_DIR) -> list[View]:
+    """The views of `sql_dir` (sql/views/), rendered with the macros beside it
+    (sql/macros/), in the order they can be created."""
     # `<name>_v<N>.<dialect>.sql` is a view's form in another dialect (etl/views/dialects.py)
-    views = [load_view(p) for p in sorted(sql_dir.rglob("*.sql")) if "." not in p.stem]
+    macros = sql_dir.parent / "macros"
+    views = [load_view(p, macros) for p in sorted(sql_dir.rglob("*.sql")) if "." not in p.stem]
     return order_views(views)
 
 
-def load_view(path: Path) -> View:
+@lru_cache(maxsize=8)
+def _environment(macros: Path) -> jinja2.Environment:
     import jinja2
+
+    # StrictUndefined: a misspelt variable or macro argument fails instead of rendering ''
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(macros),
+                              undefined=jinja2.StrictUndefined)
+
+
+def render(path: Path, macros: Path = MACRO_DIR) -> str:
+    """A SQL file rendered by jinja, its imports read from `macros`."""
+    return render_text(path.read_text(encoding="utf-8"), macros, str(path))
+
+
+def render_text(text: str, macros: Path = MACRO_DIR, where: str = "<string>") -> str:
+    """SQL text rendered by jinja, its imports read from `macros`; a ViewError names
+    `where` (and the macro file, when the fault is there)."""
+    import jinja2
+
+    try:
+        return _environment(macros).from_string(text).render()
+    except jinja2.TemplateNotFound as exc:
+        raise ViewError(f"{where}: imports {exc.name!r}, which is not in {macros}") from None
+    except jinja2.TemplateSyntaxError as exc:
+        place = f"{exc.filename}, line {exc.lineno}" if exc.filename else f"line {exc.lineno}"
+        raise ViewError(f"{where}: jinja syntax error ({place}): {exc.message}") from None
+    except (jinja2.TemplateError, TypeError) as exc:  # an undefined name, a wrong call
+        raise ViewError(f"{where}: does not render: {exc}") from None
+
+
+def load_view(path: Path, macros: Path = MACRO_DIR) -> View:
     import sqlglot
     from sqlglot import exp
 
     match = _FILE_RE.match(path.name)
     if not match:
         raise ViewError(f"{path}: file name must be <name>_v<N>.sql")
-    text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-        path.read_text(encoding="utf-8")).render()
+    text = render(path, macros)
     try:
         tree = sqlglot.parse_one(text, read="duckdb")
     except sqlglot.errors.ParseError as exc:
@@ -66,7 +107,7 @@ def load_view(path: Path) -> View:
     columns = tuple(_projection_names(path, tree))
     return View(f"{match['name']}_v{match['version']}", match["name"], int(match["version"]),
                 path, text, columns, _column_docs(text), frozenset(_dependencies(tree)),
-                _leading_doc(text), tree)
+                _leading_doc(text), tree, macros)
 
 
 def _projection_names(path: Path, tree: object) -> list[str]:

@@ -206,19 +206,24 @@ def inputs_fingerprint() -> str:
     schemas, the modules that write them; not the warehouse's path, which they do not
     hold): checked at every query, so it must cost far less than rendering and parsing
     every view."""
+    digest = hashlib.sha256()
+    for path in input_files():
+        digest.update(b"\0" + str(path.relative_to(SQL_DIR.parent.parent)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def input_files() -> list[Path]:
     from etl.core import gpu_peaks, schema, sql_files
     from etl.core.schema import SCHEMA_DIR
     from etl.views import comments
 
-    digest = hashlib.sha256()
-    # the SQL folder whole: views and the macros they render with
-    sources = [*sorted(SQL_DIR.parent.rglob("*.sql")), *sorted(SCHEMA_DIR.glob("*.toml")),
-               Path(__file__), Path(schema.__file__), Path(sql_files.__file__),
-               Path(comments.__file__), Path(gpu_peaks.__file__), gpu_peaks.CATALOG]
-    for path in sources:
-        digest.update(b"\0" + str(path.relative_to(SQL_DIR.parent.parent)).encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    # the SQL folder whole: the views, and the macros they render with, whatever the suffix
+    macros = SQL_DIR.parent / "macros"
+    sql = {*SQL_DIR.parent.rglob("*.sql"), *(p for p in macros.rglob("*") if p.is_file())}
+    return [*sorted(sql), *sorted(SCHEMA_DIR.glob("*.toml")),
+            Path(__file__), Path(schema.__file__), Path(sql_files.__file__),
+            Path(comments.__file__), Path(gpu_peaks.__file__), gpu_peaks.CATALOG]
 
 
 STAMP = "views.sha256"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from etl.core.sql_files import ViewError
+from etl.core.sql_files import ViewError, render
 
 if TYPE_CHECKING:
     from etl.core.sql_files import View
@@ -31,7 +31,6 @@ def override_path(view: View, dialect: str) -> Path:
 
 def view_select(view: View, dialect: str) -> str:
     """The view's SELECT in `dialect`: its override when there is one, else transpiled."""
-    import jinja2
     import sqlglot
     from sqlglot.errors import ErrorLevel, ParseError, UnsupportedError
 
@@ -41,8 +40,7 @@ def view_select(view: View, dialect: str) -> str:
     override = override_path(view, dialect)
     if override.exists():
         path = override
-        text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
-            override.read_text(encoding="utf-8")).render()
+        text = render(override, view.macros)  # the view's own macros
         try:
             tree = sqlglot.parse_one(text, read="duckdb")
         except ParseError as exc:

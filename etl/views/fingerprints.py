@@ -12,6 +12,9 @@ fails when
     it, with a CHANGELOG entry (a view not yet released is simply recorded again);
   - a recorded view's file is gone;
   - a view is not named in sql/CHANGELOG.md.
+A released view whose SQL changed with the same rows (it reads the newest version of a view
+below it, say) is recorded as a rewrite instead (etl/views/rewrites.py: `etl lint-sql
+--same-rows VIEW`, and a test that runs the released SQL beside it).
 The fingerprints depend on how sqlglot prints SQL, so the file records sqlglot's version;
 after an upgrade of sqlglot alone, `etl lint-sql --record --rebase` takes them again.
 """
@@ -27,6 +30,7 @@ from etl.core.sql_files import SQL_DIR, View, ViewError
 
 FINGERPRINTS = SQL_DIR.parent / "fingerprints.toml"
 CHANGELOG = SQL_DIR.parent / "CHANGELOG.md"
+REWRITES = SQL_DIR.parent / "rewrites.toml"  # released views rewritten with the same rows
 HEADER = """\
 # Fingerprints of the views in sql/views/: sha256 of each view's normalised sqlglot AST
 # (etl/views/fingerprints.py). Written by `etl lint-sql --record`; `etl lint-sql` fails when
@@ -45,6 +49,7 @@ class Recorded:
 class Paths:
     fingerprints: Path = FINGERPRINTS
     changelog: Path = CHANGELOG
+    rewrites: Path = REWRITES
 
 
 def fingerprint(view: View) -> str:
@@ -112,7 +117,10 @@ def _changed(view: View, recorded: Recorded, is_released: bool) -> str:
     if is_released:
         line = (f"{view.path}: {view.name} is released and its SQL changed; put the change in "
                 f"{view.stable}_v{view.version + 1}.sql (the stable name {view.stable} follows "
-                "the newest) with a sql/CHANGELOG.md entry, and undo the edit here")
+                "the newest) with a sql/CHANGELOG.md entry, and undo the edit here (or in "
+                f"the macros of {view.macros} it imports: it must render as released); "
+                f"if it returns the same rows, record the rewrite: etl lint-sql --same-rows "
+                f"{view.name}")
     else:
         line = (f"{view.path}: {view.name} changed since its fingerprint was recorded; run "
                 "`etl lint-sql --record`")

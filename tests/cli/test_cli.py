@@ -140,7 +140,7 @@ def test_hostile_run_name_is_data(tmp_path: Path, runs_dir: Path) -> None:
                       "JOIN gpu_utilization g USING (run_id)")
     assert rows == [{"run_name": name, "model": 'a"; DROP TABLE runs; --', "gpu_util": 0.4}]
     assert {p.name for p in (tmp_path / "wh").iterdir()} <= {
-        "data", "catalog", "staging", "readers", "warehouse.duckdb", "views.sha256",
+        "data", "catalog", "staging", "readers", "derived", "warehouse.duckdb", "views.sha256",
         ".publish.lock", "warehouse.duckdb.wal"}
 
 

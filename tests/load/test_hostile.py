@@ -38,7 +38,7 @@ HOSTILE_VALUES = {
     "notes": "\u0000 NUL, \u001b[31m ANSI, {jinja} {{ 7*7 }} ${HOME}",
 }
 HOSTILE_TAGS = ["a,b", "\"q\"", "'; --", "../x", "\n"]
-WAREHOUSE_FILES = {"data", "catalog", "staging", "warehouse.duckdb", "views.sha256",
+WAREHOUSE_FILES = {"data", "catalog", "staging", "derived", "warehouse.duckdb", "views.sha256",
                    ".publish.lock", "warehouse.duckdb.wal"}
 BOMB_MEMBER_MIB = 64
 # One extraction process where a command ingests several runs: with workers, a worker's

@@ -29,7 +29,7 @@ def _view_names() -> list[str]:
 
 @pytest.fixture(scope="module")
 def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.views.test_values import write_corpus_runs
+    from tests.views.warehouses import write_corpus_runs
 
     root = tmp_path_factory.mktemp("spark_views")
     write_corpus_runs(root / "runs")

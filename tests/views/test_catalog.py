@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from etl.core.gpu_peaks import RELATION_DOCS
-from etl.core.schema import TABLES, table_schema
+from etl.core.schema import ALL_TABLES, table_schema
 from etl.core.sql_files import discover, stable_names
 from tests.conftest import cli, kernel, launch, step, write_trace
 
@@ -31,7 +31,7 @@ def expected_docs() -> dict[str, tuple[str, dict[str, str]]]:
     views = discover()
     newest = stable_names(views)
     docs = {}
-    for table in TABLES:
+    for table in ALL_TABLES:
         schema = table_schema(table)
         docs[table] = (f"{schema.description} Grain: {schema.grain}.", {
             c.name: c.description + (f" Unit: {c.unit}." if c.unit else "")

@@ -1,6 +1,7 @@
 """The SQL house rules are enforced: documented columns, one SELECT, known dependencies."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,8 @@ def contract(tmp_path: Path, changelog: str = "- `base_v1` released\n") -> Any:
 
     write_views(tmp_path / "views", {"base_v1.sql": BASE})
     (tmp_path / "CHANGELOG.md").write_text(changelog)
-    return Paths(tmp_path / "fingerprints.toml", tmp_path / "CHANGELOG.md")
+    return Paths(tmp_path / "fingerprints.toml", tmp_path / "CHANGELOG.md",
+                 tmp_path / "rewrites.toml")
 
 
 def test_shipped_views_match_their_fingerprints() -> None:
@@ -242,3 +244,219 @@ def test_ratio_columns_follow_one_naming_scheme(tmp_path: Path, column: str, goo
     # a superseded version keeps the names it was released with
     write_views(tmp_path, {"demo_v2.sql": GOOD})
     assert lint(discover(tmp_path)) == []
+
+
+# ---- macros: shared pieces of SQL in sql/macros/ -------------------------------------------
+
+MACRO = """{% macro kernel_count(table, alias='n') -%}
+SELECT run_id, count(*) AS {{ alias }} FROM {{ table }} GROUP BY run_id
+{%- endmacro %}
+"""
+USES_MACRO = """{% from 'counts.sql' import kernel_count -%}
+-- base: a view [project]. Grain: one row per run.
+{{ kernel_count('kernels') }}
+-- run_id: run
+-- n: kernels
+"""
+
+
+def test_a_view_renders_the_macros_beside_its_folder(tmp_path: Path) -> None:
+    """sql/macros/ is read by every view of sql/views/; a refactor into a macro that renders
+    the same SQL keeps the fingerprint, and the lint reads the rendered view."""
+    from etl.views.fingerprints import check, record
+
+    paths = contract(tmp_path)
+    record(discover(tmp_path / "views"), paths)
+    write_views(tmp_path / "macros", {"counts.sql": MACRO})
+    (tmp_path / "views" / "base_v1.sql").write_text(USES_MACRO)
+    [view] = discover(tmp_path / "views")
+    assert view.macros == tmp_path / "macros"
+    assert view.columns == ("run_id", "n") and view.doc.startswith("base: a view")
+    assert check([view], paths) == [] and lint([view]) == []
+    # the macro renders otherwise: the released view changed, and the lint says where to look
+    write_views(tmp_path / "macros", {"counts.sql": MACRO.replace("count(*)", "count(name)")})
+    [problem] = check(discover(tmp_path / "views"), paths)
+    assert "base_v1 is released and its SQL changed" in problem
+    assert f"the macros of {tmp_path / 'macros'} it imports" in problem
+
+
+@pytest.mark.parametrize("body,fragment", [
+    (USES_MACRO.replace("counts.sql", "nowhere.sql"), "imports 'nowhere.sql', which is not in"),
+    (USES_MACRO.replace("kernel_count('kernels')", "kernel_count()"), "does not render: "),
+    (USES_MACRO.replace("kernel_count('kernels')", "kernel_count(tabel='kernels')"),
+     "does not render: macro 'kernel_count' takes no keyword argument 'tabel'"),
+    (USES_MACRO.replace("{{ kernel_count('kernels') }}", "{{ undefined_name }}"),
+     "does not render: 'undefined_name' is undefined"),
+    (USES_MACRO.replace("{% from", "{% frm"), "jinja syntax error (line 1)"),
+])
+def test_a_view_that_does_not_render_names_its_file(tmp_path: Path, body: str,
+                                                    fragment: str) -> None:
+    write_views(tmp_path / "macros", {"counts.sql": MACRO})
+    [path] = write_views(tmp_path / "views", {"base_v1.sql": body})
+    with pytest.raises(ViewError, match=re.escape(f"{path}: {fragment}")):
+        discover(tmp_path / "views")
+
+
+def test_a_broken_macro_file_is_named(tmp_path: Path) -> None:
+    write_views(tmp_path / "macros", {"counts.sql": MACRO.replace("{%- endmacro %}", "")})
+    [path] = write_views(tmp_path / "views", {"base_v1.sql": USES_MACRO})
+    with pytest.raises(ViewError, match=re.escape(
+            f"{path}: jinja syntax error ({tmp_path / 'macros' / 'counts.sql'}, line")):
+        discover(tmp_path / "views")
+
+
+def test_a_dialect_override_renders_the_same_macros(tmp_path: Path) -> None:
+    from etl.views.dialects import override_path, view_select
+
+    write_views(tmp_path / "macros", {"counts.sql": MACRO})
+    write_views(tmp_path / "views", {"base_v1.sql": USES_MACRO})
+    [view] = discover(tmp_path / "views")
+    override_path(view, "trino").write_text(
+        USES_MACRO.replace("kernel_count('kernels')", "kernel_count('kernels', alias='m')"))
+    assert "AS m" in view_select(view, "trino") and "AS n" in view_select(view, "spark")
+
+
+def test_the_views_inputs_cover_every_macro(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A macro edit re-creates the views of every warehouse (views.sha256 changes), whatever
+    the macro file's suffix."""
+    from etl.core.sql_files import MACRO_DIR
+    from etl.views import database
+
+    macros = sorted(MACRO_DIR.iterdir())
+    assert macros and set(macros) <= set(database.input_files())
+    write_views(tmp_path / "sql" / "macros", {"counts.j2": MACRO})
+    monkeypatch.setattr(database, "SQL_DIR", tmp_path / "sql" / "views")
+    assert tmp_path / "sql" / "macros" / "counts.j2" in database.input_files()
+
+
+# ---- rewrites: a released view's SQL changes, its rows do not ------------------------------
+
+SAME_ROWS = BASE.replace("count(*) AS n", "count(1) AS n")  # another spelling, the same rows
+
+
+def released_then_edited(tmp_path: Path, edited: str = SAME_ROWS) -> tuple[Any, list[Any],
+                                                                         list[Any]]:
+    """base_v1 released and recorded, then edited: (paths, views as released, as edited)."""
+    from etl.views.fingerprints import record
+
+    paths = contract(tmp_path)
+    base = discover(tmp_path / "views")
+    record(base, paths)
+    (tmp_path / "views" / "base_v1.sql").write_text(edited)
+    return paths, base, discover(tmp_path / "views")
+
+
+def test_a_rewrite_with_the_same_rows_is_recorded_with_its_released_sql(tmp_path: Path
+                                                                        ) -> None:
+    from etl.views import rewrites
+    from etl.views.fingerprints import check, fingerprint
+
+    paths, base, views = released_then_edited(tmp_path)
+    assert "is released and its SQL changed" in check(views, paths)[0]
+    assert "etl lint-sql --same-rows base_v1" in check(views, paths)[0]
+    [entry] = rewrites.record(views, base, ["base_v1"], paths, today="2026-11-28")
+    assert (entry.before, entry.after) == (fingerprint(base[0]), fingerprint(views[0]))
+    assert check(views, paths) == [] and rewrites.check(views, paths) == []
+    # the released SQL is kept as its fingerprint reads it, and runs
+    [kept] = rewrites.read_rewrites(paths.rewrites)
+    assert kept == entry and "COUNT(*) AS n" in kept.released_sql
+    assert rewrites.sql_fingerprint(kept.released_sql) == fingerprint(base[0])
+
+
+def test_an_edited_rewrite_entry_fails_the_lint(tmp_path: Path) -> None:
+    from etl.views import rewrites
+
+    paths, base, views = released_then_edited(tmp_path)
+    rewrites.record(views, base, ["base_v1"], paths)
+    text = paths.rewrites.read_text()
+    paths.rewrites.write_text(text.replace("COUNT(*) AS n", "COUNT(1) AS n"))
+    [problem] = rewrites.check(views, paths)
+    assert "rewrite 1 (base_v1): its released_sql is not the SQL whose fingerprint" in problem
+
+
+def test_rewrites_chain_to_the_recorded_fingerprint(tmp_path: Path) -> None:
+    from etl.views import rewrites
+    from etl.views.fingerprints import check
+
+    paths, base, views = released_then_edited(tmp_path)
+    rewrites.record(views, base, ["base_v1"], paths)
+    # edited again: the lint refuses until the second step is recorded, against the first
+    (tmp_path / "views" / "base_v1.sql").write_text(SAME_ROWS.replace("count(1)", "count(2)"))
+    again = discover(tmp_path / "views")
+    assert "is released and its SQL changed" in check(again, paths)[0]
+    with pytest.raises(ViewError, match="the base revision does not hold it as"):
+        rewrites.record(again, base, ["base_v1"], paths)
+    rewrites.record(again, views, ["base_v1"], paths)
+    assert check(again, paths) == [] and rewrites.check(again, paths) == []
+    first, second = rewrites.read_rewrites(paths.rewrites)
+    assert first.after == second.before
+    # a hand-edited fingerprints.toml breaks the chain
+    paths.fingerprints.write_text(paths.fingerprints.read_text().replace(second.after, "0" * 64))
+    assert "is neither the next rewrite's `from` nor the recorded" in rewrites.check(
+        again, paths)[0]
+
+
+@pytest.mark.parametrize("edit,changelog,fragment", [
+    (SAME_ROWS, "nothing yet\n", "not a released view"),
+    (BASE, "- `base_v1` released\n", "renders as recorded; nothing to record"),
+    (BASE.replace("AS n", "AS kernels").replace("-- n:", "-- kernels:"),
+     "- `base_v1` released\n", "returns other columns than released (run_id, n)"),
+])
+def test_a_rewrite_is_refused(tmp_path: Path, edit: str, changelog: str, fragment: str
+                              ) -> None:
+    from etl.views import rewrites
+
+    paths, base, views = released_then_edited(tmp_path, edit)
+    paths.changelog.write_text(changelog)
+    with pytest.raises(ViewError, match=re.escape(fragment)):
+        rewrites.record(views, base, ["base_v1"], paths)
+    assert not paths.rewrites.exists()
+
+
+def test_rows_apart_counts_rows_and_columns_both_ways() -> None:
+    import duckdb
+
+    from etl.views.rewrites import rows_apart
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS FROM (VALUES (1, 'a'), (1, 'a'), (2, 'b')) AS v(x, y)")
+    assert rows_apart(con, "SELECT x, y FROM t", "FROM t ORDER BY x DESC").same
+    distinct = rows_apart(con, "SELECT DISTINCT x, y FROM t", "SELECT x, y FROM t")
+    assert (distinct.only_before, distinct.only_after, distinct.same) == (0, 1, False)
+    retyped = rows_apart(con, "SELECT x, y FROM t", "SELECT x::DOUBLE AS x, y FROM t")
+    assert (retyped.only_before, retyped.only_after, retyped.same) == (0, 0, False)
+    renamed = rows_apart(con, "SELECT x, y FROM t", "SELECT x AS z, y FROM t")
+    assert not renamed.same
+
+
+def test_rows_apart_compares_floats_bit_for_bit_unless_told_digits() -> None:
+    import duckdb
+
+    from etl.views.rewrites import rows_apart
+
+    con = duckdb.connect()
+    sum_of = "SELECT 1 AS x, 0.1::DOUBLE + 0.2::DOUBLE AS y"  # 0.30000000000000004
+    assert not rows_apart(con, sum_of, "SELECT 1 AS x, 0.3::DOUBLE AS y").same
+    assert rows_apart(con, sum_of, "SELECT 1 AS x, 0.3::DOUBLE AS y", digits=12).same
+    assert not rows_apart(con, sum_of, "SELECT 1 AS x, 0.31::DOUBLE AS y", digits=12).same
+    assert con.execute("SELECT current_setting('threads')").fetchone() != (1,)  # restored
+
+
+def test_the_released_sql_is_read_from_a_git_revision(tmp_path: Path) -> None:
+    import subprocess
+
+    from etl.views.rewrites import views_at
+
+    write_views(tmp_path / "sql" / "views", {"base_v1.sql": USES_MACRO})
+    write_views(tmp_path / "sql" / "macros", {"counts.sql": MACRO})
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "sql"], check=True)
+    subprocess.run([*git, "commit", "-qm", "released"], check=True)
+    write_views(tmp_path / "sql" / "macros", {"counts.sql": MACRO.replace("count(*)", "count(1)")})
+    [then] = views_at("HEAD", tmp_path / "sql" / "views")
+    [now] = discover(tmp_path / "sql" / "views")
+    assert "count(*)" in then.select and "count(1)" in now.select
+    with pytest.raises(ViewError, match="git archive nowhere sql failed"):
+        views_at("nowhere", tmp_path / "sql" / "views")

@@ -27,7 +27,7 @@ def test_amdahl_by_hand() -> None:
     assert amdahl(0.75, 10) == pytest.approx(1 / 0.325)
 
 
-@pytest.mark.parametrize("view", ["tc_amdahl_v1", "tc_amdahl_v2"])
+@pytest.mark.parametrize("view", ["tc_amdahl_v1", "tc_amdahl_v2", "tc_amdahl_v3"])
 def test_tc_amdahl_matches_kernels(demo_con, view: str) -> None:  # type: ignore[no-untyped-def]
     rows = demo_con.execute(
         "SELECT run_name, iteration, window_ns, non_tc_time_share, tc_window_share, "
@@ -113,21 +113,23 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
     result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
     con = etl.connect(root / "wh")
-    yield {run: dict(zip([d[0] for d in cursor.description], row))
-           for cursor in [con.execute("SELECT * FROM tc_amdahl_v2")]
+    yield {(view, run): dict(zip([d[0] for d in cursor.description], row))
+           for view in ("tc_amdahl_v2", "tc_amdahl_v3")
+           for cursor in [con.execute(f"SELECT * FROM {view}")]
            for row in cursor.fetchall() for run in [row[1]]}
     con.close()
 
 
+@pytest.mark.parametrize("view", ["tc_amdahl_v2", "tc_amdahl_v3"])
 @pytest.mark.parametrize("run, basis, tc_ns, non_tc_ns", [
     # names: only the GEMM is a tensor-core kernel; 10 + 20 + 10 us are not
     ("names", "name_estimate", 30_000, 40_000),
     # ncu: the GEMM and the triton kernel issue tensor instructions (0.25, 0.125 > 0)
     ("measured", "ncu", 50_000, 20_000),
 ])
-def test_tc_amdahl_v2_by_hand(tiny, run: str, basis: str, tc_ns: int,  # type: ignore[no-untyped-def]
-                              non_tc_ns: int) -> None:
-    row = tiny[run]
+def test_tc_amdahl_by_hand(tiny, view: str, run: str, basis: str,  # type: ignore[no-untyped-def]
+                           tc_ns: int, non_tc_ns: int) -> None:
+    row = tiny[view, run]
     p = tc_ns / 100_000  # the window is the step's 100 us
     assert (row["basis"], row["window_ns"], row["tc_ns"], row["non_tc_ns"]) == (
         basis, 100_000, tc_ns, non_tc_ns)
@@ -138,10 +140,12 @@ def test_tc_amdahl_v2_by_hand(tiny, run: str, basis: str, tc_ns: int,  # type: i
     assert row["speedup_bound_inf_ratio"] == pytest.approx(1 / (1 - p), rel=1e-12)
 
 
-def test_tc_amdahl_v2_says_why_it_estimates(tiny) -> None:  # type: ignore[no-untyped-def]
-    assert tiny["names"]["basis_note"] == "no ncu export in the run"
-    assert tiny["names"]["matched_time_share"] is None
-    assert (tiny["names"]["tc_kernels"], tiny["names"]["non_tc_kernels"]) == (1, 3)
-    assert tiny["measured"]["basis_note"] is None
-    assert tiny["measured"]["matched_time_share"] == pytest.approx(1.0)
-    assert (tiny["measured"]["tc_kernels"], tiny["measured"]["non_tc_kernels"]) == (2, 2)
+@pytest.mark.parametrize("view", ["tc_amdahl_v2", "tc_amdahl_v3"])
+def test_tc_amdahl_says_why_it_estimates(tiny, view: str) -> None:  # type: ignore[no-untyped-def]
+    names, measured = tiny[view, "names"], tiny[view, "measured"]
+    assert names["basis_note"] == "no ncu export in the run"
+    assert names["matched_time_share"] is None
+    assert (names["tc_kernels"], names["non_tc_kernels"]) == (1, 3)
+    assert measured["basis_note"] is None
+    assert measured["matched_time_share"] == pytest.approx(1.0)
+    assert (measured["tc_kernels"], measured["non_tc_kernels"]) == (2, 2)

@@ -1,5 +1,5 @@
-"""Peak memory (gpu_utilization_v3, run_summary_v2) and batch_scaling_v1 on small xplanes
-whose numbers are worked out by hand."""
+"""Peak memory (gpu_utilization, run_summary) and batch_scaling (v1 and v2) on small
+xplanes whose numbers are worked out by hand."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,7 +51,8 @@ def _run(root: Path, name: str, exec_mode: str, precision: str, batch: int,
     return folder
 
 
-def test_batch_scaling_by_hand(tmp_path: Path) -> None:
+@pytest.mark.parametrize("view", ["batch_scaling_v1", "batch_scaling_v2"])
+def test_batch_scaling_by_hand(tmp_path: Path, view: str) -> None:
     root = tmp_path / "runs"
     # window = step_ns - 2 µs (the host span of a step); throughput = batch * 1e9 / window
     folders = [_run(root, "e8", "eager", "fp32", 8, 1_002_000),
@@ -64,7 +65,7 @@ def test_batch_scaling_by_hand(tmp_path: Path) -> None:
         rows = con.execute(
             "SELECT exec_mode, batch_size, throughput_samples_per_s, smaller_batch_size, "
             "throughput_gain_ratio, eager_fp32_ratio, peak_memory_share, tc_active_util "
-            "FROM batch_scaling ORDER BY exec_mode, batch_size").fetchall()
+            f"FROM {view} ORDER BY exec_mode, batch_size").fetchall()
     e8, e16, e32, x8 = 8e9 / 1e6, 16e9 / 1e6, 32e9 / 2e6, 8e9 / 5e5
     # the representative iteration (run_summary: the first steady one, step 0) holds 1 GiB
     # + 64 MiB at its peak

@@ -1,3 +1,4 @@
+{% from 'intervals.sql' import earlier_ends -%}
 -- _activity_pieces: private helper. Each GPU activity with where its piece of each scope
 -- starts: the instants it adds to the union of its scope's intervals are
 -- [<scope>_from_ns, end_ns] when that is not empty.
@@ -24,16 +25,13 @@ WITH placed AS (
       AND k.device_id IS NOT NULL AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0
 ),
 earlier AS (
-    SELECT *,
-           max(end_ns) FILTER (WHERE kernel_type = 'computation') OVER before AS comp_end_ns,
-           max(end_ns) FILTER (WHERE kernel_type = 'communication') OVER before AS comm_end_ns,
-           max(end_ns) FILTER (WHERE kernel_type = 'memory') OVER before AS memory_end_ns,
-           max(end_ns) FILTER (WHERE kind = 'kernel') OVER before AS kernel_end_ns,
-           max(end_ns) FILTER (WHERE is_activity) OVER before AS activity_end_ns
-    FROM placed
-    WINDOW before AS (PARTITION BY run_id, run_name, source_id, device_id
-                      ORDER BY start_ns, end_ns
-                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    -- each activity's earlier end in each scope (intervals.sql)
+    {{ earlier_ends('placed', ['run_id', 'run_name', 'source_id', 'device_id'], [
+        ("comp_end_ns", "kernel_type = 'computation'"),
+        ("comm_end_ns", "kernel_type = 'communication'"),
+        ("memory_end_ns", "kernel_type = 'memory'"),
+        ("kernel_end_ns", "kind = 'kernel'"),
+        ("activity_end_ns", "is_activity")]) }}
 )
 SELECT
     run_id,

@@ -1,3 +1,4 @@
+{% from 'intervals.sql' import earlier_ends -%}
 -- _type_coverage: private helper. GPU activity intervals cut into disjoint pieces whose
 -- union, per scope, is the union of the scope's intervals: what _type_spans_v1 and
 -- _busy_intervals_v1 give as merged spans, in one sorted pass instead of two.
@@ -23,15 +24,12 @@ WITH placed AS (
       AND k.device_id IS NOT NULL AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0
 ),
 earlier AS (
-    SELECT *,
-           max(end_ns) FILTER (WHERE kernel_type = 'computation') OVER before AS comp_end_ns,
-           max(end_ns) FILTER (WHERE kernel_type = 'communication') OVER before AS comm_end_ns,
-           max(end_ns) FILTER (WHERE kernel_type = 'memory') OVER before AS memory_end_ns,
-           max(end_ns) FILTER (WHERE is_activity) OVER before AS activity_end_ns
-    FROM placed
-    WINDOW before AS (PARTITION BY run_id, run_name, source_id, device_id
-                      ORDER BY start_ns, end_ns
-                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    -- each activity's earlier end in each scope (intervals.sql)
+    {{ earlier_ends('placed', ['run_id', 'run_name', 'source_id', 'device_id'], [
+        ("comp_end_ns", "kernel_type = 'computation'"),
+        ("comm_end_ns", "kernel_type = 'communication'"),
+        ("memory_end_ns", "kernel_type = 'memory'"),
+        ("activity_end_ns", "is_activity")]) }}
 ),
 scoped AS (
     SELECT e.run_id, e.run_name, e.source_id, e.device_id, s.scope, e.end_ns,

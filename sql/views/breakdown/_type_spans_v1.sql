@@ -1,3 +1,4 @@
+{% from 'intervals.sql' import merge_overlapping -%}
 -- _type_spans: private helper. GPU activity intervals merged, per kernel type and their
 -- unions, into disjoint spans.
 -- Grain: one row per run, source, device, scope and maximal span.
@@ -29,33 +30,7 @@ scoped AS (
                  ('memory', 'all')) AS s(kernel_type, scope)
       ON s.kernel_type = t.kernel_type
 ),
-flagged AS (
-    SELECT *,
-           CASE WHEN start_ns <= max(end_ns) OVER (
-                    PARTITION BY run_id, run_name, source_id, device_id, scope
-                    ORDER BY start_ns, end_ns
-                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                THEN 0 ELSE 1 END AS opens_span
-    FROM scoped
-),
-numbered AS (
-    SELECT *,
-           sum(opens_span) OVER (
-               PARTITION BY run_id, run_name, source_id, device_id, scope
-               ORDER BY start_ns, end_ns
-               ROWS UNBOUNDED PRECEDING) AS span_no
-    FROM flagged
-)
-SELECT
-    run_id,
-    run_name,
-    source_id,
-    device_id,
-    scope,
-    min(start_ns) AS start_ns,
-    max(end_ns) AS end_ns
-FROM numbered
-GROUP BY run_id, run_name, source_id, device_id, scope, span_no
+{{ merge_overlapping('scoped', ['run_id', 'run_name', 'source_id', 'device_id', 'scope']) }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name (carried so that a filter on it reaches the scans)
 -- source_id: input file within the run (one per rank)

@@ -10,8 +10,6 @@
 -- intervals), taken per iteration window instead of over the whole trace of a rank; the
 -- kernel types are this project's rules (etl/extract/kernel_types.toml), which also count
 -- symmetric-memory all-reduce kernels as communication.
--- v3: v2's rows, faster: reads _window_coverage_v1 (one joined row per activity, not per
--- scope).
 SELECT
     run_id,
     run_name,

@@ -1,3 +1,4 @@
+{% from 'kernel_breakdown.sql' import kernel_breakdown -%}
 -- kernel_breakdown: GPU time by kernel type (computation, communication, memory), with the
 -- top kernels of each type.
 -- Grain: one row per run, source (rank), device, iteration and kernel_type.
@@ -14,41 +15,7 @@
 -- (busy_share); the union-based split is temporal_breakdown's (computation first) and
 -- comm_overlap's. Its top kernels are HTA's without its "others" grouping. Kernel types and tc_estimate: etl/extract/kernel_types.toml (tc_estimate_time_share
 -- is the TensorBoard profiler's "kernel time using tensor cores", an estimate from names).
--- v2: v1's rows, faster: activity_busy_ns (gpu_utilization_v1's) is taken from
--- _iteration_windows_v3 and _type_coverage_v1 instead of the whole gpu_utilization_v1.
-WITH typed AS (
-    SELECT k.run_id, r.run_name, k.source_id, k.rank, k.device_id, k.iteration,
-           k.kernel_type, k.name, k.dur_ns, k.tc_estimate
-    FROM kernels AS k
-    JOIN runs AS r ON r.run_id = k.run_id
-    WHERE k.kernel_type IN ('computation', 'communication', 'memory') AND k.dur_ns >= 0
-),
-by_type AS (
-    SELECT run_id, run_name, source_id, rank, device_id, iteration, kernel_type,
-           count(*) AS kernel_count,
-           sum(dur_ns) AS time_ns,
-           sum(dur_ns) FILTER (WHERE tc_estimate) AS tc_estimate_ns
-    FROM typed
-    GROUP BY run_id, run_name, source_id, rank, device_id, iteration, kernel_type
-),
-by_name AS (
-    SELECT run_id, run_name, source_id, device_id, iteration, kernel_type, name,
-           count(*) AS kernel_count, sum(dur_ns) AS time_ns,
-           row_number() OVER (
-               PARTITION BY run_id, run_name, source_id, device_id, iteration, kernel_type
-               ORDER BY sum(dur_ns) DESC, name) AS place
-    FROM typed
-    GROUP BY run_id, run_name, source_id, device_id, iteration, kernel_type, name
-),
-top AS (
-    SELECT run_id, run_name, source_id, device_id, iteration, kernel_type,
-           list({'name': name, 'kernel_count': kernel_count, 'time_ns': time_ns}
-                ORDER BY place) AS top_kernels
-    FROM by_name
-    WHERE place <= 5
-    GROUP BY run_id, run_name, source_id, device_id, iteration, kernel_type
-),
-busy AS (
+{% call kernel_breakdown() -%}
     SELECT
         w.run_id, w.run_name, w.source_id, w.device_id, w.iteration,
         coalesce(sum(least(c.end_ns, w.window_end_ns) - greatest(c.start_ns, w.window_start_ns)),
@@ -59,33 +26,7 @@ busy AS (
      AND c.device_id = w.device_id AND c.scope = 'activity'
      AND c.start_ns < w.window_end_ns AND c.end_ns > w.window_start_ns
     GROUP BY w.run_id, w.run_name, w.source_id, w.device_id, w.host_start_ns, w.iteration
-)
-SELECT
-    t.run_id,
-    t.run_name,
-    t.source_id,
-    t.rank,
-    t.device_id,
-    t.iteration,
-    t.kernel_type,
-    t.kernel_count,
-    t.time_ns,
-    t.time_ns / nullif(sum(t.time_ns) OVER (
-        PARTITION BY t.run_id, t.run_name, t.source_id, t.device_id, t.iteration), 0)
-        AS kernel_time_share,
-    t.time_ns / nullif(b.activity_busy_ns, 0) AS busy_share,
-    CASE WHEN t.kernel_type = 'computation'
-         THEN coalesce(t.tc_estimate_ns, 0) / nullif(t.time_ns, 0) END
-        AS tc_estimate_time_share,
-    p.top_kernels
-FROM by_type AS t
-LEFT JOIN busy AS b
-  ON b.run_id = t.run_id AND b.run_name = t.run_name AND b.source_id = t.source_id
- AND b.device_id = t.device_id AND b.iteration IS NOT DISTINCT FROM t.iteration
-LEFT JOIN top AS p
-  ON p.run_id = t.run_id AND p.run_name = t.run_name AND p.source_id = t.source_id
- AND p.device_id IS NOT DISTINCT FROM t.device_id
- AND p.iteration IS NOT DISTINCT FROM t.iteration AND p.kernel_type = t.kernel_type
+{%- endcall %}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- source_id: input file within the run (one per rank)

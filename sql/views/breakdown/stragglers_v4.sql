@@ -1,3 +1,4 @@
+{% from 'stragglers.sql' import stragglers -%}
 -- stragglers: each rank's iteration against the median rank of the same run and iteration.
 -- Grain: one row per run, iteration and source (rank) and device that ran kernels.
 -- A straggler computes longer than the others, who then wait for it in their collectives:
@@ -13,7 +14,10 @@
 -- waited_for_most is true for the rank of the iteration that made the others wait longest
 -- (ties: the lowest source). Iterations are collective_skew's (the earliest of the ranks').
 -- [project] The wait rule is TraceLens's (NcclAnalyser: wait = latest start - own start).
-WITH own_waits AS (
+WITH by_computation AS (
+    {{ stragglers('comm_overlap_v3') | indent(4) }}
+),
+own_waits AS (
     SELECT run_id, iteration, source_id, device_id, sum(wait_ns) AS collective_wait_ns
     FROM collectives_v1
     GROUP BY run_id, iteration, source_id, device_id
@@ -26,55 +30,37 @@ caused AS (
     FROM collective_skew_v1
     WHERE last_source_id IS NOT NULL
     GROUP BY run_id, iteration, last_source_id
-),
-ranked AS (
-    SELECT
-        c.*,
-        median(c.window_ns) OVER per_iteration AS median_window_ns,
-        median(c.computation_ns) OVER per_iteration AS median_computation_ns,
-        median(c.exposed_communication_ns) OVER per_iteration
-            AS median_exposed_communication_ns,
-        count(*) OVER per_iteration AS rank_count,
-        row_number() OVER (PARTITION BY c.run_id, c.run_name, c.iteration
-                           ORDER BY c.computation_ns DESC, c.source_id, c.device_id)
-            AS computation_order
-    FROM comm_overlap_v3 AS c
-    WINDOW per_iteration AS (PARTITION BY c.run_id, c.run_name, c.iteration)
 )
 SELECT
-    r.run_id,
-    r.run_name,
-    r.iteration,
-    r.source_id,
-    r.rank,
-    r.device_id,
-    r.rank_count,
-    r.window_ns,
-    r.median_window_ns,
-    r.window_ns / nullif(r.median_window_ns, 0) AS window_vs_median_ratio,
-    r.computation_ns,
-    r.median_computation_ns,
-    r.computation_ns / nullif(r.median_computation_ns, 0) AS computation_vs_median_ratio,
-    r.exposed_communication_ns,
-    r.median_exposed_communication_ns,
-    r.exposed_communication_ns - r.median_exposed_communication_ns
-        AS exposed_communication_vs_median_ns,
-    r.rank_count > 1 AND r.computation_order = 1
-        AND r.computation_ns > 1.05 * r.median_computation_ns AS straggler,
+    b.run_id,
+    b.run_name,
+    b.iteration,
+    b.source_id,
+    b.rank,
+    b.device_id,
+    b.rank_count,
+    b.window_ns,
+    b.median_window_ns,
+    b.window_vs_median_ratio,
+    b.computation_ns,
+    b.median_computation_ns,
+    b.computation_vs_median_ratio,
+    b.exposed_communication_ns,
+    b.median_exposed_communication_ns,
+    b.exposed_communication_vs_median_ns,
+    b.straggler,
     o.collective_wait_ns,
     coalesce(w.made_others_wait_ns, CASE WHEN o.collective_wait_ns IS NOT NULL THEN 0 END)
         AS made_others_wait_ns,
     w.last_arrival_count,
-    coalesce(w.wait_order = 1 AND w.made_others_wait_ns > 0, false)
-        AS waited_for_most
-FROM ranked AS r
+    coalesce(w.wait_order = 1 AND w.made_others_wait_ns > 0, false) AS waited_for_most
+FROM by_computation AS b
 LEFT JOIN own_waits AS o
-  ON o.run_id = r.run_id AND o.iteration IS NOT DISTINCT FROM r.iteration
- AND o.source_id = r.source_id AND o.device_id = r.device_id
+  ON o.run_id = b.run_id AND o.iteration IS NOT DISTINCT FROM b.iteration
+ AND o.source_id = b.source_id AND o.device_id = b.device_id
 LEFT JOIN caused AS w
-  ON w.run_id = r.run_id AND w.iteration IS NOT DISTINCT FROM r.iteration
- AND w.source_id = r.source_id
-
+  ON w.run_id = b.run_id AND w.iteration IS NOT DISTINCT FROM b.iteration
+ AND w.source_id = b.source_id
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- iteration: N of ProfilerStep#N, compared across ranks; NULL for traces without steps

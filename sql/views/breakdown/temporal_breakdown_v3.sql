@@ -14,8 +14,6 @@
 -- non-compute = the rest (here communication_ns + memory_ns). Here: per iteration window
 -- (the paper's window, gpu_utilization's), and non-compute split into communication and
 -- memory, computation first.
--- v3: v2's rows, faster: reads _window_coverage_v1 (one joined row per activity, not per
--- scope).
 SELECT
     run_id,
     run_name,

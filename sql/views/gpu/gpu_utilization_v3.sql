@@ -6,7 +6,6 @@
 -- held at any instant of the iteration's window [window_start_ns, window_start_ns +
 -- window_ns] (the level carried into the window counts); peak_memory_share is
 -- peak_allocated_bytes over the device's total memory.
--- v3: v2 (complete, cut, unlaunched_kernel_count) and the peak memory.
 -- [paper, level 1] gpu_util = GPU kernel execution time / total execution time of the
 -- iteration. [paper §V, Fig. 4] Memory usage. [project] The window, busy-time union and
 -- the peak-memory definitions are this project's (see the helpers).

@@ -1,13 +1,5 @@
-{%- set instruments = [
-    ("smi_gpu", "nvidia-smi", "gpu_util"),
-    ("dcgm_gr_engine_active", "dcgm", "gr_engine_active"),
-    ("dcgm_sm_active", "dcgm", "sm_active"),
-    ("dcgm_sm_occupancy", "dcgm", "sm_occupancy"),
-    ("dcgm_tensor_active", "dcgm", "tensor_active"),
-    ("nsys_sm_active", "nsys", "sm_active"),
-    ("nsys_sm_issue", "nsys", "sm_issue"),
-    ("nsys_tensor_active", "nsys", "tensor_active"),
-] -%}
+{% from 'instrument_comparison.sql' import samples, monitor_values, monitor_columns,
+                                            ncu_levels -%}
 -- instrument_comparison: every instrument's view of the same GPU time, side by side.
 -- Grain: one row per run, trace source, device and iteration window (gpu_utilization's
 -- windows); a run with monitor samples but no trace gets one whole-run row per device.
@@ -24,9 +16,6 @@
 -- the ingest states it (iterations.clock, utc_offset_ns: Kineto's baseTimeNanoseconds or
 -- epoch ts, nsys on its session start), never by a rule of this view; a source whose clock
 -- is unmapped has its monitor columns NULL with iterations.clock_reason.
--- v2: Kineto sources on the wall clock (v1 placed only nsys_sqlite windows); windows and
--- ncu levels from gpu_utilization_v3 and run_utilization_v2; window_start_utc_ns,
--- trace_clock and trace_clock_reason.
 WITH source_format AS (
     SELECT run_id, struct_extract(src, 'source_id') AS source_id,
            struct_extract(src, 'format') AS format
@@ -38,21 +27,14 @@ trace_clock AS (
     FROM iterations AS it
     LEFT JOIN source_format AS f ON f.run_id = it.run_id AND f.source_id = it.source_id
 ),
-samples AS (
-    SELECT
-        s.run_id, s.device_index, s.ts_ns, s.metric, s.value,
-        CASE WHEN s.instrument LIKE 'nvidia-smi%' THEN 'nvidia-smi'
-             WHEN s.instrument LIKE 'dcgm%' THEN 'dcgm'
-             ELSE s.instrument END AS family
-    FROM gpu_samples AS s
-),
+{{ samples() }},
 traced AS (
     SELECT
         g.run_id, g.run_name, g.source_id, g.device_id, g.iteration, g.window_start_ns,
         g.window_ns, g.window_start_ns + c.utc_offset_ns AS window_start_utc_ns, g.gpu_util,
         c.format, c.clock, c.clock_reason, c.utc_offset_ns IS NOT NULL AS on_wall_clock,
         false AS whole_run
-    FROM gpu_utilization_v3 AS g
+    FROM gpu_utilization_v4 AS g
     LEFT JOIN trace_clock AS c ON c.run_id = g.run_id AND c.source_id = g.source_id
 ),
 untraced AS (
@@ -68,60 +50,7 @@ untraced AS (
     WHERE s.run_id NOT IN (SELECT run_id FROM traced)
     GROUP BY s.run_id, r.run_name, s.device_index
 ),
-windows AS (
-    SELECT * FROM traced
-    UNION ALL
-    SELECT * FROM untraced
-),
-steps AS (
-    SELECT run_id, family, metric,
-           ts_ns - lag(ts_ns) OVER (PARTITION BY run_id, family, metric, device_index
-                                    ORDER BY ts_ns) AS step_ns
-    FROM samples
-    WHERE ts_ns IS NOT NULL
-),
-intervals AS (
-    SELECT run_id,
-{%- for col, family, metric in instruments %}
-        median(step_ns) FILTER (WHERE family = '{{ family }}' AND metric = '{{ metric }}')
-            AS {{ col }}_interval_ns,
-{%- endfor %}
-        count(*) AS steps
-    FROM steps
-    WHERE step_ns > 0
-    GROUP BY run_id
-),
-presence AS (
-    SELECT run_id,
-{%- for col, family, metric in instruments %}
-        count(*) FILTER (WHERE family = '{{ family }}' AND metric = '{{ metric }}')
-            AS {{ col }}_all,
-        count(ts_ns) FILTER (WHERE family = '{{ family }}' AND metric = '{{ metric }}')
-            AS {{ col }}_timed,
-{%- endfor %}
-        count(*) AS sample_rows
-    FROM samples
-    GROUP BY run_id
-),
-per_window AS (
-    SELECT
-        w.run_id, w.source_id, w.device_id, w.iteration, w.window_start_ns,
-{%- for col, family, metric in instruments %}
-        avg(s.value) FILTER (WHERE s.family = '{{ family }}' AND s.metric = '{{ metric }}')
-            AS {{ col }}_mean,
-        count(s.metric) FILTER (WHERE s.family = '{{ family }}' AND s.metric = '{{ metric }}')
-            AS {{ col }}_n,
-{%- endfor %}
-        count(s.metric) AS window_samples
-    FROM windows AS w
-    LEFT JOIN samples AS s
-      ON s.run_id = w.run_id
-     AND (s.device_index = w.device_id OR s.device_index IS NULL OR w.device_id IS NULL)
-     AND w.on_wall_clock
-     AND (w.whole_run OR (s.ts_ns >= w.window_start_utc_ns
-                          AND s.ts_ns < w.window_start_utc_ns + w.window_ns))
-    GROUP BY w.run_id, w.source_id, w.device_id, w.iteration, w.window_start_ns
-)
+{{ monitor_values('window_start_utc_ns') }}
 SELECT
     w.run_id,
     w.run_name,
@@ -136,40 +65,9 @@ SELECT
     w.clock AS trace_clock,
     w.clock_reason AS trace_clock_reason,
     w.gpu_util AS trace_gpu_util,
-{%- for col, family, metric in instruments %}
-    p.{{ col }}_mean AS {{ col }}_util,
-    p.{{ col }}_n AS {{ col }}_samples,
-    least(1.0, p.{{ col }}_n * i.{{ col }}_interval_ns / nullif(w.window_ns, 0))
-        AS {{ col }}_covered_share,
-    CASE WHEN p.{{ col }}_mean IS NOT NULL THEN NULL
-         WHEN coalesce(a.{{ col }}_all, 0) = 0
-             THEN 'no {{ family }} {{ metric }} samples in the run'
-         WHEN NOT w.on_wall_clock
-             THEN 'the window is not on the wall clock: ' || coalesce(w.clock_reason,
-                  'the source was ingested before iterations.clock existed (ingest it again)')
-         WHEN a.{{ col }}_timed = 0 AND NOT w.whole_run
-             THEN 'the samples have no wall-clock time (gpu_samples.clock)'
-         WHEN p.{{ col }}_n = 0 THEN 'no sample in the window'
-         ELSE 'the samples in the window are N/A' END AS {{ col }}_reason,
-{%- endfor %}
-    u.iteration AS ncu_iteration,
-    u.smsp_active_util AS ncu_smsp_active_util,
-    u.issue_slot_util AS ncu_issue_slot_util,
-    u.tc_active_util AS ncu_tc_active_util,
-    CASE WHEN u.run_id IS NULL THEN 'no ncu export matched to this trace source'
-         WHEN u.smsp_active_util IS NULL
-             THEN coalesce(u.ncu_reason, 'the ncu export lacks these counters')
-         END AS ncu_reason
-FROM windows AS w
-JOIN per_window AS p
-  ON p.run_id = w.run_id AND p.source_id IS NOT DISTINCT FROM w.source_id
- AND p.device_id IS NOT DISTINCT FROM w.device_id
- AND p.iteration IS NOT DISTINCT FROM w.iteration
- AND p.window_start_ns IS NOT DISTINCT FROM w.window_start_ns
-LEFT JOIN presence AS a ON a.run_id = w.run_id
-LEFT JOIN intervals AS i ON i.run_id = w.run_id
-LEFT JOIN run_utilization_v2 AS u
-  ON u.run_id = w.run_id AND u.source_id = w.source_id AND u.device_id = w.device_id
+{{ monitor_columns(off_clock_reason="'the window is not on the wall clock: ' || coalesce(w.clock_reason,
+                  'the source was ingested before iterations.clock existed (ingest it again)')") }}
+{{ ncu_levels('run_utilization_v2', no_counters_reason="coalesce(u.ncu_reason, 'the ncu export lacks these counters')") }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- source_id: trace source whose windows these are (runs.sources[].source_id); NULL for a whole-run row of a run without a trace

@@ -2,9 +2,6 @@
 -- Grain: one row per run, op_name and layer (NULLs are groups of their own: kernels with no
 -- enclosing cpu_op, or launched outside any nn.Module / record_function scope).
 -- [project] A breakdown of this project's, not a figure of the paper.
--- v2: the same rows as v1; gpu_time_share_ratio is gpu_time_share (ratio names: levels
--- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
--- 2026-11-25).
 SELECT
     k.run_id,
     r.run_name,

@@ -2,9 +2,8 @@
 -- Grain: one row per run, op_name, layer, layer_kind and pass (NULLs are groups of their
 -- own: kernels with no enclosing cpu_op, no layer, or no known pass).
 -- [project] A breakdown of this project's, not a figure of the paper.
--- v3: the columns of v2 plus layer_kind and pass, which split its groups: a layer's
--- forward and backward kernels are separate rows; v2's rows are v3's summed over them
--- (sql/CHANGELOG.md 2026-11-25, issue #18).
+-- A layer's forward and backward kernels are separate rows (pass); summed over
+-- layer_kind and pass, the rows are op_time_v2's.
 SELECT
     k.run_id,
     r.run_name,

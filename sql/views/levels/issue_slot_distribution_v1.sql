@@ -1,27 +1,10 @@
+{% from 'issue_slot_distribution.sql' import issue_slot_distribution -%}
 -- issue_slot_distribution: the distribution of kernels' SMSP issue-slot utilization (the
 -- paper's Fig. 6: violin and mean per run).
 -- Grain: one row per run (matched kernels of all iterations, all ranks and devices).
 -- [paper Fig. 6] The distribution over kernels and its mean; the 0.6 threshold is the
 -- paper's A100 vs V100 remark. [project] The quantiles and the duration-weighted mean.
-SELECT
-    run_id,
-    run_name,
-    count(issue_slot_util) AS kernel_count,
-    avg(issue_slot_util) AS mean_util,
-    sum(issue_slot_util * dur_ns)
-        / nullif(sum(dur_ns) FILTER (WHERE issue_slot_util IS NOT NULL), 0)
-        AS time_weighted_mean_util,
-    min(issue_slot_util) AS min_util,
-    quantile_cont(issue_slot_util, 0.1) AS p10_util,
-    quantile_cont(issue_slot_util, 0.25) AS p25_util,
-    quantile_cont(issue_slot_util, 0.5) AS p50_util,
-    quantile_cont(issue_slot_util, 0.75) AS p75_util,
-    quantile_cont(issue_slot_util, 0.9) AS p90_util,
-    max(issue_slot_util) AS max_util,
-    count(*) FILTER (WHERE issue_slot_util > 0.6) / nullif(count(issue_slot_util), 0)
-        AS above_60pct_ratio
-FROM kernel_utilization_v1
-GROUP BY run_id, run_name
+{{ issue_slot_distribution('kernel_utilization_v1', above_60pct='above_60pct_ratio') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- kernel_count: matched kernels with a known issue-slot ratio

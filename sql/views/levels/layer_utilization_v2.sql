@@ -5,10 +5,6 @@
 -- quantiles are over kernels (each kernel counts once), NULL ratios are left out.
 -- [paper Fig. 7] Per-layer distributions. [project] The grouping (outermost op,
 -- innermost scope), the duration weighting and the p10/p50/p90 summary.
--- v2: the same rows as v1; <x>_mean is time_weighted_mean_<x> and <x>_p10/p50/p90 are
--- p10_<x>/p50_<x>/p90_<x>, so that every level ends in _util (ratio names: levels
--- *_util, fractions of a whole *_share, comparisons *_ratio; sql/CHANGELOG.md
--- 2026-11-25).
 SELECT
     run_id,
     run_name,

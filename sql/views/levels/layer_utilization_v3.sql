@@ -7,9 +7,7 @@
 -- [paper Fig. 7] Per-layer distributions. [project] The grouping (outermost op,
 -- innermost scope, its kind, the pass), the backward kernels' layer (their forward op's),
 -- the duration weighting and the p10/p50/p90 summary.
--- v3: the columns of v2 plus layer_kind and pass, which split its groups: a layer's
--- forward and backward kernels are separate rows; v2's rows are v3's summed over them
--- (sql/CHANGELOG.md 2026-11-25, issue #18).
+-- A layer's forward and backward kernels are separate rows (pass).
 SELECT
     run_id,
     run_name,

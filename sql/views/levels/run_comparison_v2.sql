@@ -5,8 +5,8 @@
 -- run of the same model that has the highest throughput.
 -- [project] A side-by-side table of this project's (the paper compares such runs in its
 -- figures).
--- v2: reads run_utilization_v2, so runs with traces only have a row (GPU level, window,
--- throughput, dimensions) with the ncu levels NULL and `ncu_reason` saying why.
+-- Runs with traces only have a row (GPU level, window, throughput, dimensions) with the
+-- ncu levels NULL and `ncu_reason` saying why.
 WITH per_run AS (
     SELECT
         run_id, run_name, model, framework, exec_mode, precision, batch_size, gpu,

@@ -1,25 +1,11 @@
+{% from 'tc_time_cdf.sql' import tc_time_cdf -%}
 -- tc_time_cdf: share of GPU time spent in kernels whose tensor-core issue-slot utilization
 -- is at most t (the paper's Fig. 8), for every value t observed in the run.
 -- Grain: one row per run and distinct tc_issue_util value of its matched kernels.
 -- [paper Fig. 8] The cumulative share of GPU time by tensor-core issue-slot utilization.
 -- [project] t ranges over the observed values; GPU time is the matched kernels' trace
 -- durations.
-WITH per_value AS (
-    SELECT run_id, run_name, tc_issue_util AS t, sum(dur_ns) AS gpu_time_ns,
-           count(*) AS kernel_count
-    FROM kernel_utilization_v1
-    WHERE tc_issue_util IS NOT NULL
-    GROUP BY run_id, run_name, tc_issue_util
-)
-SELECT
-    run_id,
-    run_name,
-    t AS tc_issue_util,
-    kernel_count,
-    gpu_time_ns,
-    sum(gpu_time_ns) OVER (PARTITION BY run_id ORDER BY t)
-        / nullif(sum(gpu_time_ns) OVER (PARTITION BY run_id), 0) AS time_share_at_most_ratio
-FROM per_value
+{{ tc_time_cdf('kernel_utilization_v1', cumulative_share='time_share_at_most_ratio') }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- tc_issue_util: the threshold t, a kernel value of tensor instructions / SMSP elapsed cycles

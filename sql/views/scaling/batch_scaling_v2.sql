@@ -1,0 +1,38 @@
+{% from 'batch_scaling.sql' import batch_scaling -%}
+-- batch_scaling: throughput, memory and utilization against batch size, per configuration
+-- (the paper's Figs. 1, 3 and 4).
+-- Grain: one row per model, framework, exec_mode, precision, GPU and batch size (run.toml
+-- dimensions; the GPU is the trace's device name, else run.toml gpu). Runs without a
+-- batch_size are left out.
+-- Each (run, source, device) contributes its representative iteration (run_summary_v4);
+-- several of them in one configuration (ranks, GPUs, repeated runs) are averaged per GPU,
+-- except peak_memory_share, their maximum. The ncu levels come from run_utilization_v2
+-- (the iteration with the most matched kernels) and are NULL without an ncu export, or
+-- when that iteration is incomplete (a truncated source: its gpu_util is unknown).
+-- throughput_gain_ratio: throughput over that of the next smaller batch size of the same
+-- configuration (1 means saturated: a larger batch buys nothing). eager_fp32_ratio:
+-- throughput over that of the eager fp32 configuration of the same model, framework, GPU
+-- and batch size (NULL when there is none; 1 for that configuration itself).
+-- [paper §V, Figs. 1, 3, 4] Throughput, GPU utilization and memory against batch size,
+-- eager against XLA/compiled and FP32 against AMP; saturation as the flattening of
+-- throughput. [project] The per-GPU averaging and the two ratios are this project's.
+{{ batch_scaling('run_summary_v4', 'run_utilization_v2') }}
+-- model: run.toml model
+-- framework: run.toml framework (pytorch, tensorflow, jax, ...)
+-- exec_mode: run.toml exec_mode (eager, xla, compile, jit, ...)
+-- precision: run.toml precision (fp32, amp, ...)
+-- gpu: the trace's device name, else run.toml gpu
+-- batch_size: run.toml batch_size, samples per iteration per rank
+-- run_count: runs of this configuration
+-- device_count: (run, source, device) rows averaged
+-- throughput_samples_per_s: mean per-GPU throughput of the representative iterations, samples/s (run_summary_v4)
+-- gpu_util: mean GPU-level utilization (level 1), 0..1
+-- smsp_active_util: mean level 2 (SM sub-partitions active) from run_utilization_v2, 0..1; NULL without ncu
+-- issue_slot_util: mean level 3 (issue slots) from run_utilization_v2, 0..1; NULL without ncu
+-- tc_active_util: mean level 4 (tensor pipes active) from run_utilization_v2, 0..1; NULL without ncu
+-- peak_allocated_bytes: largest peak allocated bytes of the configuration's devices, bytes; NULL without memory events
+-- peak_memory_share: largest peak allocated share of device memory, 0..1; NULL when unknown (run_summary.memory_status)
+-- smaller_batch_size: the next smaller batch size of the same configuration; NULL for the smallest
+-- throughput_gain_ratio: throughput / the smaller batch size's throughput; NULL for the smallest (the paper's saturation: near 1)
+-- eager_fp32_throughput_samples_per_s: throughput of the eager fp32 configuration of the same model, framework, GPU and batch size; NULL when none
+-- eager_fp32_ratio: throughput / eager_fp32_throughput_samples_per_s (speed-up of XLA/compile and AMP); NULL when there is no eager fp32 run
