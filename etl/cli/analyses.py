@@ -99,3 +99,20 @@ def whatif(run: str, scales: tuple[str, ...], warehouse_dir: Path, fmt: str) -> 
     output.print_rows(["segment_kind", "name", "dur_ns", "path_share"],
                       [(p["segment_kind"], p["name"], p["dur_ns"], round(p["path_share"], 4))
                        for p in shown], "table")
+
+
+@main.command()
+def links() -> None:
+    """The link catalog (etl/core/links.toml): what `etl forecast --link/--network` take.
+
+    One row per link: its key, family, scope (node: GPUs of one machine; network: between
+    machines, one NIC port per GPU), the GB/s one GPU sends in one direction, NCCL's ring
+    step latency on it, and the source of the figure.
+    """
+    from etl.cli import output
+    from etl.core.links import links as catalog
+
+    rows = [(lk.key, lk.family, lk.scope, lk.per_gpu_gbs, lk.step_latency_us, lk.confidence,
+             lk.source) for lk in catalog().values()]
+    output.print_rows(["link", "family", "scope", "per_gpu_gbs", "step_latency_us",
+                       "confidence", "source"], rows, "table")
