@@ -206,8 +206,7 @@ def replay_window(replayer: engine.Replayer, window: windows.Window
     is its own (an iteration does not inherit the savings of the ones before it, and no
     scale of at most 1 can lengthen it: every replayed instant is at most its measured one)."""
     built, ordered = replayer.graph, replayer.ordered
-    first = ordered.first_at_or_after(built, window.start_ns)
-    last = int(np.flatnonzero(built.base[ordered.nodes] <= window.end_ns)[-1])
+    first, last = _window_range(built, ordered, window)
     changed = replayer.run(first, last)
     key = (window.source_id, window.device_id)
     [after] = [w for w in windows.windows(built, changed.time, key)
@@ -215,6 +214,36 @@ def replay_window(replayer: engine.Replayer, window: windows.Window
     # it starts where it did (the state it starts from is the measured one)
     return replace(after, start_ns=window.start_ns,
                    end_ns=max(after.end_ns, window.start_ns)), changed
+
+
+def _window_range(built: graph.Graph, ordered: engine.Order, window: windows.Window
+                  ) -> tuple[int, int]:
+    """The places of the order a window's replay covers: every source's nodes from the
+    window's start to its end, each source's times read on its own clock (ranks record on
+    their own clocks, aligned by their collectives: the replay's clock shifts), so that
+    another rank's work this window waits for is replayed with it."""
+    shifts = _clock_shifts(built)
+    own = shifts.get(window.source_id, 0)
+    first, last = ordered.first_at_or_after(built, window.start_ns), -1
+    for source, nodes in built.source_nodes.items():
+        delta = own - shifts.get(source, 0)   # the window's times on this source's clock
+        places, times = ordered.position[nodes], built.base[nodes]
+        inside = places[(times >= window.start_ns + delta) & (times <= window.end_ns + delta)]
+        if len(inside):
+            first, last = min(first, int(inside.min())), max(last, int(inside.max()))
+    measured_by_end = np.flatnonzero(built.base[ordered.nodes] <= window.end_ns)
+    if len(measured_by_end):
+        last = max(last, int(measured_by_end[-1]))
+    return first, max(first, last)
+
+
+def _clock_shifts(built: graph.Graph) -> dict[int, int]:
+    """Per source, what puts its times on the run's common clock (collectives_v1's)."""
+    gpu = built.events.gpu
+    if not len(gpu):
+        return {}
+    return {int(s): int(c) for s, c in zip(gpu["source_id"].tolist(),
+                                           gpu["clock_shift_ns"].tolist())}
 
 
 def _run_id(con: duckdb.DuckDBPyConnection, run_name: str) -> str:

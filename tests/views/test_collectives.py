@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import cli, event, kernel, launch, query_json, step, write_trace
 
-CLOCK_SHIFT_NS = {0: 0, 1: 50_000, 2: -30_000, 3: 10_000}
+CLOCK_SHIFT_NS = {0: 0, 1: 2_000_000_050_000, 2: -30_000, 3: 10_000}  # rank 1: 2 s ahead
 COMPUTE_NS = {0: 300_000, 1: 300_000, 2: 300_000, 3: 700_000}
 ALLREDUCE_END = 1_060_000
 ALLGATHER = (1_100_000, 100_000)
