@@ -110,3 +110,15 @@ def test_import_is_cheap_and_ingest_stays_the_function() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
     assert done.stdout.split() == ["[]", "etl.api"]
+
+
+def test_connections_draw_no_progress_bar_on_stdout(demo_warehouse: Path) -> None:
+    """DuckDB draws one on stdout for queries over 2 s: under load it landed in a report's
+    output line. Every connection the library opens turns it off."""
+    con = etl.connect(demo_warehouse)
+    assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+    from etl.views.query import _connect
+    from etl.warehouse.store import Warehouse
+
+    other = _connect(Warehouse.at(str(demo_warehouse)))
+    assert other.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)

@@ -114,6 +114,9 @@ def _connect(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect(str(warehouse.database), read_only=True)
         # each reference to a table in a query opens its files again: parse footers once
         con.execute("SET parquet_metadata_cache = true")
+        # DuckDB draws a progress bar on stdout for a query over 2 s: it would land in the
+        # output (csv, a report's path) under load
+        con.execute("SET enable_progress_bar = false")
     except duckdb.Error as exc:
         raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
     return con
@@ -153,6 +156,7 @@ def open_snapshot(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     try:
         # every reference to a table opens its files: parse each footer once per connection
         con.execute("SET parquet_metadata_cache = true")
+        con.execute("SET enable_progress_bar = false")  # stdout is the caller's
         lease.enter_context(warehouse.reader_lease())  # taken before the listing it protects
         pin_snapshot(con, warehouse)  # union_by_name: publishes of older schemas read as well
     except BaseException:

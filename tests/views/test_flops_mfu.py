@@ -159,8 +159,8 @@ def test_run_toml_gpu_names_a_generic_device(warehouse: Path) -> None:
 
 
 @pytest.mark.parametrize(("run", "reason"), [
-    ("unknown_gpu", "GPU AMD Radeon Graphics not in etl/gpu_peaks.toml"),
-    ("no_tf32_on_t4", "no tf32 peak for Tesla T4 in etl/gpu_peaks.toml"),
+    ("unknown_gpu", "GPU AMD Radeon Graphics not in etl/core/gpu_peaks.toml"),
+    ("no_tf32_on_t4", "no tf32 peak for Tesla T4 in etl/core/gpu_peaks.toml"),
     ("no_precision", "runs.precision not given (run.toml precision)"),
     ("no_flops", "no flops in the trace (profile with with_flops=True)"),
 ])
