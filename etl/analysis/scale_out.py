@@ -40,6 +40,8 @@ from etl.core.links import Link, link, typical_link
 if TYPE_CHECKING:
     import duckdb
 
+    from etl.replay import graph
+
 BASE_LATENCY_NS = 8_400         # NCCL ring, Simple protocol (tuning.cc baseLatencies)
 DEFAULT_EFFICIENCY = 0.72       # NeuSight's share of a link's bandwidth (predictor.py)
 DDP_BUCKET_BYTES = 25 * 2**20   # torch DDP bucket_cap_mb = 25
@@ -220,19 +222,15 @@ def forecast_ranks(con: duckdb.DuckDBPyConnection, run_name: str, target: Topolo
     from etl.analysis.whatif import _run_id
 
     run_id = _run_id(con, run_name)
-    gpu, world = _run_gpu_and_ranks(con, run_id)
-    node = link(source_link) if source_link else (typical_link(gpu) or target.node_link)
-    source = Topology(max(world, 1), target.gpus_per_node, node, target.network)
-    notes = [f"target: {target.describe()}; the run: {world} rank(s) of {gpu or 'unnamed GPU'}"
-             f" on {node.key}" + ("" if source_link or typical_link(gpu) else
-                                  " (its link unknown: taken as the target's)")]
-    comm = [r for r in collectives_of(con, run_id) if r["collective"] is not None]
-    if comm:
-        return _replayed(con, run_name, run_id, comm, source, target, notes)
+    if any(r["collective"] is not None for r in collectives_of(con, run_id)):
+        return _replayed(con, run_name, run_id, target, source_link)
     if grad_bytes is None:
         raise ScaleOutError(f"run {run_name!r} has no collectives to scale: give the size of "
                             "the gradients DDP would all-reduce with --grad-bytes (4 bytes x "
                             "the parameters in fp32)")
+    gpu_name, world = _run_gpu_and_ranks(con, run_id)
+    notes = [f"target: {target.describe()}; the run: {world} rank(s) of "
+             f"{gpu_name or 'unnamed GPU'}"]
     return _overlapped(con, run_name, run_id, grad_bytes, target, notes)
 
 
@@ -244,20 +242,28 @@ def _run_gpu_and_ranks(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[str
     return gpu, int(ranks or 0)
 
 
-def _replayed(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
-              comm: list[dict[str, Any]], source: Topology, target: Topology,
-              notes: list[str]) -> ScaleOut:
-    from etl.analysis.whatif import _measured_windows, replay_window
-    from etl.replay import engine, graph, inputs, windows
-
+def comm_factors(con: duckdb.DuckDBPyConnection, run_id: str, built: graph.Graph,
+                 target: Topology, source_link: str | None = None
+                 ) -> tuple[np.ndarray, list[str]]:
+    """Per GPU activity of the graph, the factor that takes it to the target topology: the
+    model's time of its collective there over its time as measured (1 for the rest), and
+    what the factors rest on, in words."""
+    gpu_name, world = _run_gpu_and_ranks(con, run_id)
+    node = link(source_link) if source_link else (typical_link(gpu_name) or target.node_link)
+    source = Topology(max(world, 1), target.gpus_per_node, node, target.network)
+    notes = [f"target: {target.describe()}; the run: {world} rank(s) of "
+             f"{gpu_name or 'unnamed GPU'} on {node.key}" + (
+                 "" if source_link or typical_link(gpu_name) else
+                 " (its link unknown: taken as the target's)")]
+    factors = np.ones(built.activities, np.float64)
+    comm = [r for r in collectives_of(con, run_id) if r["collective"] is not None]
+    if not comm:
+        return factors, notes
     model = calibrate(comm, source)
     notes.append(f"collective bandwidth: {model.basis}")
-    built = graph.build(inputs.read_run(con, run_id))
-    ordered = engine.order(built)
-    before = windows.windows(built, engine.replay(built, ordered, built.unit_factors()).time)
-    factors = built.unit_factors()
+    gpu = built.events.gpu
     index = {(int(s), int(k)): i for i, (s, k) in enumerate(
-        zip(built.events.gpu["source_id"].tolist(), built.events.gpu["kernel_id"].tolist()))}
+        zip(gpu["source_id"].tolist(), gpu["kernel_id"].tolist()))}
     kept = 0
     for r in comm:
         i = index.get((int(r["source_id"]), int(r["kernel_id"])))
@@ -265,12 +271,27 @@ def _replayed(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
         if i is None or ratio is None:
             kept += 1
             continue
-        factors[built.first_activity_slot + i] = ratio
+        factors[i] = ratio
     if kept:
         notes.append(f"{kept} collectives without a size or a known kind keep their time")
     if not any(r["transfer_ns"] is not None for r in comm):
         notes.append("no collective was paired across ranks: each kernel's whole time (its "
                      "wait for other ranks included) is scaled")
+    return factors, notes
+
+
+def _replayed(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
+              target: Topology, source_link: str | None) -> ScaleOut:
+    from etl.analysis.whatif import _measured_windows, replay_window
+    from etl.replay import engine, inputs, windows
+    from etl.replay.graph import build
+
+    built = build(inputs.read_run(con, run_id))
+    ordered = engine.order(built)
+    before = windows.windows(built, engine.measured(built, ordered).time)
+    ratios, notes = comm_factors(con, run_id, built, target, source_link)
+    factors = built.unit_factors()
+    factors[built.first_activity_slot:] = ratios
     replayer = engine.Replayer(built, ordered, factors)
     recorded = _measured_windows(con, run_id)
     rows = []
