@@ -108,6 +108,10 @@ def links() -> None:
     One row per link: its key, family, scope (node: GPUs of one machine; network: between
     machines, one NIC port per GPU), the GB/s one GPU sends in one direction, NCCL's ring
     step latency on it, and the source of the figure.
+
+    \b
+    Example:
+      etl links
     """
     from etl.cli import output
     from etl.core.links import links as catalog
