@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from etl.extract import link
 from etl.extract.kineto import layers
 from etl.extract.kineto.decode import Anomaly, TraceInfo, stream_trace
+from etl.extract.collective_ops import collective_ops
 from etl.extract.fields import field_map
 from etl.core.errors import InputError
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
@@ -641,30 +642,10 @@ def _collective_ops(spill: Path, source: _Source, sinks: Sinks) -> None:
         return
     rows = pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive"
                             ).sort_by("event_id")
-    n = rows.num_rows
-
-    def column(name: str, kind: pa.DataType) -> pa.Array:
-        return (rows[name].cast(kind) if name in rows.column_names
-                else pa.nulls(n, kind))
-
-    sinks.table("collective_ops", pa.table({
-        "source_id": _repeated(source.source_id, n), "rank": _repeated(source.rank, n),
-        "event_id": rows["event_id"], "ts_ns": rows["ts_ns"], "dur_ns": rows["dur_ns"],
-        "collective_name": column("collective_name", pa.string()),
-        "dtype": column("collective_dtype", pa.string()),
-        "in_msg_nelems": column("in_msg_nelems", pa.int64()),
-        "out_msg_nelems": column("out_msg_nelems", pa.int64()),
-        "in_split_size": column("in_split_size", pa.string()),
-        "out_split_size": column("out_split_size", pa.string()),
-        "group_size": column("group_size", pa.int64()),
-        "process_group_name": column("process_group_name", pa.string()),
-        "process_group_desc": column("process_group_desc", pa.string()),
-        "process_group_ranks": column("process_group_ranks", pa.string()),
-        "comm_rank": column("comm_rank", pa.int64()), "seq": column("comm_seq", pa.int64()),
-        "comms_id": column("comms_id", pa.string()),
-        "global_rank_start": column("global_rank_start", pa.int64()),
-        "global_rank_stride": column("global_rank_stride", pa.int64()),
-        "src_rank": column("src_rank", pa.int64()), "dst_rank": column("dst_rank", pa.int64())}))
+    # the slices name two args apart from their columns: dtype and seq
+    renamed = {"collective_dtype": "dtype", "comm_seq": "seq"}
+    rows = rows.rename_columns([renamed.get(c, c) for c in rows.column_names])
+    sinks.table("collective_ops", collective_ops(source.source_id, source.rank, rows))
 
 
 def _syncs(spill: Path, source: _Source, sinks: Sinks) -> None:
