@@ -9,8 +9,9 @@ bench/make_trace.py. Every figure is a whole process (start-up included) timed f
 outside: CPU seconds (user + system of the process and its children) and wall seconds.
 HTA computes the path of one annotation instance per call (critical_path_analysis(
 annotation, instance_id): here one forward pass, as its own test does); ours computes every
-iteration window's of the run, so the per-window figure is the one to compare. --hta names a Python with traceinsight (HTA 0.6) installed; by default
-the tests' throwaway one (tests/oracle/hta_env.py) if it exists, else HTA is skipped.
+iteration window's of the run, so the per-window figure is the one to compare. --hta names
+a Python with traceinsight (HTA 0.6) installed; by default the tests' throwaway one
+(tests/oracle/hta_env.py) if it exists, else HTA is skipped.
 """
 from __future__ import annotations
 
@@ -56,8 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=50)
     parser.add_argument("--out", type=Path, default=Path("/tmp/replay-bench"))
-    parser.add_argument("--hta", default=str(Path(os.environ.get("ETL_CACHE_DIR", "/tmp/etl-test-cache-0"))
-                                             / "oracles" / "traceinsight--0.6.1" / "bin" / "python"))
+    cache = Path(os.environ.get("ETL_CACHE_DIR", "/tmp/etl-test-cache-0"))
+    parser.add_argument("--hta", default=str(cache / "oracles" / "traceinsight--0.6.1"
+                                             / "bin" / "python"))
     args = parser.parse_args()
     shutil.rmtree(args.out, ignore_errors=True)
     run = args.out / "runs" / "alexnet"

@@ -48,7 +48,8 @@ def test_kineto_stream_waits_name_the_stream_and_the_record(timeline_warehouse: 
     path = next(corpus_path(*KINETO["event_sync"]).rglob("*.json*"))
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         events = json.load(fh)["traceEvents"]
-    expected = sorted((ev["args"]["wait_on_stream"], ev["args"]["wait_on_cuda_event_record_corr_id"])
+    expected = sorted((ev["args"]["wait_on_stream"],
+                       ev["args"]["wait_on_cuda_event_record_corr_id"])
                       for ev in events if ev.get("name") == "Stream Wait Event")
     con = etl.connect(timeline_warehouse)
     got = sorted(con.execute(
