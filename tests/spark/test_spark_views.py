@@ -36,6 +36,9 @@ def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = cli("ingest", *(str(root / "runs" / r) for r in RUNS), "--warehouse",
                  str(root / "wh"))
     assert result.returncode == 0, result.stderr
+    # the derived table critical_path_segments, so that its views have rows to compare
+    result = cli("critical-path", "--warehouse", str(root / "wh"))
+    assert result.returncode == 0, result.stderr
     return root / "wh"
 
 
