@@ -3,6 +3,7 @@ DuckDB connection on one snapshot, whose files a reader lease keeps."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,25 @@ def test_import_is_cheap_and_ingest_stays_the_function() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, check=True)
     assert done.stdout.split() == ["[]", "etl.api"]
+
+
+def test_a_plain_script_ingests_with_worker_processes(tmp_path: Path) -> None:
+    """The README's example in a script without `if __name__ == "__main__":`: the run
+    folders go to two job processes, and a single run's trace to two slice workers
+    (parallel_bytes=1), all spawned without running the script again in each child."""
+    tiny_run(tmp_path / "runs" / "a", busy=40_000)
+    tiny_run(tmp_path / "runs" / "b", busy=60_000)
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import etl\n"
+        "print('script body ran')\n"
+        "jobs = etl.ingest('runs', 'wh', jobs=2)\n"
+        "one = etl.ingest('runs/a', 'wh2', jobs=2, parallel_bytes=1)\n"
+        "con = etl.connect('wh')\n"
+        "print(sorted(r.status for r in jobs + one),\n"
+        "      con.sql('SELECT count(*) FROM runs').fetchone()[0])\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["script body ran",
+                                        "['ingested', 'ingested', 'ingested'] 2"]

@@ -61,3 +61,26 @@ def test_etl_runs_shows_what_users_look_for_first(demo_warehouse: Path) -> None:
     assert ddp[:5] == ["resnet_amp_ddp", "synthetic-A100", "2", "5", "550"]
     assert ddp[6] == "NULL"  # its traces have steps: no hint
     assert ddp[7] == "NULL" and rows[1].split()[7] == "1.0"
+
+
+def readme_python() -> str:
+    [block] = re.findall(r"```python\n(import etl\n.*?)```", README, re.S)
+    return block
+
+
+def test_the_python_example_runs_as_a_plain_script(tmp_path: Path) -> None:
+    """The README's Python block, as a script file without a main guard, after the demo's
+    runs are written: it ingests them with worker processes and answers."""
+    import os
+    import subprocess
+    import sys
+
+    from etl.demo.runs import write_demo
+
+    runs = len(write_demo(tmp_path / "demo-runs"))
+    script = tmp_path / "example.py"
+    script.write_text(readme_python() + "print(len(results), {r.status for r in results})\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [f"{runs} {{'ingested'}}"]

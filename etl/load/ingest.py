@@ -720,11 +720,13 @@ def _prepared(folders: Sequence[Path | RunTarget], warehouse: Warehouse, options
         for folder in folders:
             yield prepare_folder(folder, warehouse, options)
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    context = multiprocessing.get_context("spawn")  # no inherited locks or open handles
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    from etl.extract.worker_pool import spawn_context
+
+    # spawned: no inherited locks or open handles; without the caller's main script, so
+    # that etl.ingest works from a plain script (etl/extract/worker_pool.py)
+    with ProcessPoolExecutor(jobs, mp_context=spawn_context()) as pool:
         futures = [pool.submit(prepare_folder, f, warehouse, options) for f in folders]
         for future in as_completed(futures):
             yield future.result()
