@@ -52,6 +52,17 @@ def _tolerant_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def output_file(path: Path) -> Path:
+    """An -o file, checked before any work: its folder must exist (a report or an export
+    takes seconds, and would else end in a traceback when it writes)."""
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise EtlError(f"-o {path}: the folder {folder} {what}; create it (mkdir -p "
+                       f"{folder}) or write elsewhere")
+    return path
+
+
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """The package version, the extractors' version (code and field maps: a change
     re-ingests unchanged runs) and the version of every view."""
@@ -187,35 +198,43 @@ def compact_command(warehouse_dir: Path) -> None:
 @main.command()
 @click.argument("sql")
 @warehouse_option
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
-              default="table", show_default=True,
-              help="Output format (json: an array of objects; parquet: with -o only).")
+@click.option("--format", "fmt", type=click.Choice(["table", "line", "csv", "json", "parquet"]),
+              default=None, show_default="table; with -o, from its suffix",
+              help="Output format (line: one column per line, as DuckDB's .mode line; json: "
+              "an array of objects; parquet: with -o only).")
 @click.option("--limit", type=click.IntRange(0), default=40, show_default=True,
               help="Rows shown in table output (csv and json print every row).")
 @click.option("--all", "all_rows", is_flag=True, help="Show every row in table output.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to this file (--format parquet, csv or json).")
+              help="Write the result to this file: .parquet, .csv or .json (or say --format).")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
               show_default=True, help="spark: run the SQL (Spark SQL) in a SparkSession "
               "with every table, and the views the SQL names (with the views they read), "
               "registered (etl.spark.register_warehouse).")
 @click.option("--master", default="local[2]", show_default=True,
               help="With --engine spark: the Spark master (local[N], spark://HOST:PORT, yarn).")
-def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
+def query(sql: str, warehouse_dir: Path, fmt: str | None, limit: int, all_rows: bool,
           output: Path | None, engine: str, master: str) -> None:
     """Run SQL on the warehouse (tables and views).
 
     Table output shows the first rows and how many there are, with the columns that fit
-    the terminal (the others are named below it); csv and json print everything.
+    the terminal (the others are named below it; a view's meaningful columns first); line
+    output shows each row's columns one per line; csv and json print everything. With -o
+    the format is the file's suffix.
 
     \b
     Example:
       etl query "SELECT run_name, iteration, gpu_util FROM gpu_utilization" --format csv
+      etl query "SELECT * FROM run_summary" --format line
+      etl query "SELECT * FROM kernels" -o kernels.parquet
       etl query "SELECT run_name, gpu_util FROM run_summary" --engine spark
     """
     from etl.cli import output as report
     from etl.views.query import export_query, run_query
 
+    if output is not None:
+        fmt = _file_format(output_file(output), fmt)
+    fmt = fmt or "table"
     if engine == "spark":
         if output is not None or fmt == "parquet":
             raise EtlError("--engine spark prints its result (table, csv, json); to write "
@@ -228,8 +247,6 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
 
     compute_paths_named_in(sql, warehouse_dir)
     if output is not None:
-        if fmt == "table":
-            raise EtlError("-o writes parquet, csv or json: add --format parquet (or csv, json)")
         written = export_query(warehouse_dir, sql, output, fmt)
         click.echo(f"wrote {written:,} rows to {output}")
         return
@@ -238,6 +255,21 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
     columns, rows = run_query(warehouse_dir, sql)
     report.print_rows(columns, rows, fmt, None if all_rows else limit)
     _collect_garbage(warehouse_dir)
+
+
+FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json"}
+
+
+def _file_format(output: Path, fmt: str | None) -> str:
+    """-o's format: --format when given (parquet, csv, json), else the file's suffix."""
+    if fmt in ("table", "line"):
+        raise EtlError(f"-o writes parquet, csv or json, not {fmt}: drop --format {fmt} (the "
+                       "suffix says which) or print without -o")
+    found = fmt or FILE_FORMATS.get(output.suffix.lower())
+    if found is None:
+        raise EtlError(f"-o {output}: no format for the suffix {output.suffix!r}; name the "
+                       "file .parquet, .csv or .json, or add --format parquet (or csv, json)")
+    return found
 
 
 def _spark_rows(warehouse_dir: Path, sql: str, master: str
@@ -556,6 +588,7 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
     """
     from etl.present.report import write_report
 
+    output_file(output)
     shown = write_report(warehouse_dir, output, run_names, where)
     click.echo(f"wrote {output} ({len(shown)} runs)")
 
@@ -652,7 +685,7 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
                                          source).items():
             click.echo(f"wrote {path} ({count} events)")
         return
-    count = export(warehouse_dir, run, Path(output), iteration, source)
+    count = export(warehouse_dir, run, output_file(Path(output)), iteration, source)
     click.echo(f"wrote {output} ({count} events)")
 
 

@@ -121,7 +121,8 @@ def _plain(value: Any) -> Any:
 
 def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str,
                limit: int | None = None) -> None:
-    """Rows as json, csv (every row, every digit) or a table (the first `limit` rows)."""
+    """Rows as json, csv (every row, every digit), a table or lines (the first `limit`
+    rows)."""
     if fmt == "json":
         json.dump([dict(zip(columns, map(_plain, row))) for row in rows], sys.stdout)
         sys.stdout.write("\n")
@@ -129,6 +130,11 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str,
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows([["" if v is None else _plain(v) for v in row] for row in rows])
+    elif fmt == "line":
+        from etl.cli.plain_table import render_lines
+
+        shown = rows if limit is None else rows[:limit]
+        sys.stdout.write("\n".join(render_lines(columns, shown, len(rows))) + "\n")
     else:
         _table_rows(columns, rows, limit)
 

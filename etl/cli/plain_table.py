@@ -72,6 +72,19 @@ def render(columns: Sequence[str], rows: Sequence[Sequence[Any]], total: int,
     return out
 
 
+def render_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]], total: int
+                 ) -> list[str]:
+    """Each row as one `column = value` line per column, names right-aligned, a blank line
+    between rows (DuckDB's `.mode line`): for rows wider than the terminal."""
+    width = max((len(c) for c in columns), default=0)
+    out: list[str] = []
+    for row in rows:
+        if out:
+            out.append("")
+        out += [f"{c.rjust(width)} = {cell_text(v)}" for c, v in zip(columns, row)]
+    return [*out, "", _footer(len(rows), total)] if out else [_footer(0, total)]
+
+
 def _fitting(widths: list[int], width: int) -> list[int]:
     """Indexes of the columns that fit, left to right (at least the first)."""
     shown: list[int] = []

@@ -269,3 +269,21 @@ def test_the_command_line_as_a_process_of_its_own(tmp_path: Path, runs_dir: Path
     bad = cli_subprocess("query", "SELECT nope", "--warehouse", tmp_path / "wh")
     assert bad.returncode == 1 and bad.stderr.startswith("error: query failed")
     assert "Traceback" not in bad.stderr and bad.stdout == ""
+
+
+@pytest.mark.parametrize("command", [
+    ["report", "-o", "missing/dir/r.html"],
+    ["export-trace", "resnet_amp_eager", "-o", "missing/x.json"],
+    ["query", "SELECT 1", "-o", "missing/x.csv"],
+])
+def test_an_output_file_in_a_missing_folder_is_one_line_before_the_work(
+        tmp_path: Path, command: list[str]) -> None:
+    """The folder is checked before the warehouse is even opened (the one named here does
+    not exist: the answer is about the output, not the warehouse)."""
+    out = cli(*command, "--warehouse", str(tmp_path / "no-warehouse"), cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines() == [
+        "error: -o missing/" + command[-1].split("/", 1)[1] + ": the folder "
+        f"{command[-1].rsplit('/', 1)[0]} does not exist; create it (mkdir -p "
+        f"{command[-1].rsplit('/', 1)[0]}) or write elsewhere"]
+    assert not (tmp_path / "missing").exists()

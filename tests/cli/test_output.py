@@ -91,3 +91,36 @@ def test_etl_query_writes_files_only_when_asked(tmp_path: Path) -> None:
                str(out), "--warehouse", wh)
     assert done.returncode == 0 and done.stdout.strip() == f"wrote 5 rows to {out}"
     assert pq.read_table(out).column("i").to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_the_suffix_of_o_says_the_format(tmp_path: Path) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    sql = "SELECT range AS i FROM range(3)"
+    for name in ("r.parquet", "r.csv", "r.json"):
+        done = cli("query", sql, "-o", str(tmp_path / name), "--warehouse", wh)
+        assert done.returncode == 0, done.stderr
+    assert pq.read_table(tmp_path / "r.parquet").column("i").to_pylist() == [0, 1, 2]
+    assert (tmp_path / "r.csv").read_text().splitlines() == ["i", "0", "1", "2"]
+    assert json.loads((tmp_path / "r.json").read_text()) == [{"i": 0}, {"i": 1}, {"i": 2}]
+    unknown = cli("query", sql, "-o", str(tmp_path / "r.txt"), "--warehouse", wh)
+    assert unknown.returncode == 1 and unknown.stderr.splitlines() == [
+        f"error: -o {tmp_path / 'r.txt'}: no format for the suffix '.txt'; name the file "
+        ".parquet, .csv or .json, or add --format parquet (or csv, json)"]
+    told = cli("query", sql, "-o", str(tmp_path / "r.txt"), "--format", "csv", "--warehouse", wh)
+    assert told.returncode == 0 and (tmp_path / "r.txt").read_text().startswith("i\n0")
+
+
+def test_line_format_shows_every_column_of_a_row(tmp_path: Path) -> None:
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    out = cli("query", "SELECT range AS i, 'x' || repeat('y', 200) AS long_text FROM range(2)",
+              "--format", "line", "--warehouse", wh, env={"COLUMNS": "40"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "        i = 0", "long_text = x" + "y" * 200, "",
+        "        i = 1", "long_text = x" + "y" * 200, "", "(2 rows)"]
