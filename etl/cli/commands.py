@@ -253,6 +253,11 @@ def query(sql: str, warehouse_dir: Path, fmt: str | None, limit: int, all_rows: 
     if fmt == "parquet":
         raise EtlError("--format parquet writes a file: add -o FILE")
     columns, rows = run_query(warehouse_dir, sql)
+    if fmt in ("table", "line"):  # a display rule: csv and json keep the view's order
+        from etl.cli.plain_table import meaningful_first
+
+        order = meaningful_first(sql, columns)
+        columns, rows = [columns[i] for i in order], [tuple(r[i] for i in order) for r in rows]
     report.print_rows(columns, rows, fmt, None if all_rows else limit)
     _collect_garbage(warehouse_dir)
 
