@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from etl.core.errors import EtlError, one_line
+from etl.core.errors import EtlError, counted, one_line
 
 if TYPE_CHECKING:
     from etl.warehouse.compact import CompactResult
@@ -108,7 +108,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))
+                type=click.Path(exists=True, path_type=Path))
 @warehouse_option
 @click.option("--salvage", is_flag=True,
               help="Keep the complete events of truncated traces (the run is marked "
@@ -133,17 +133,21 @@ def main(ctx: click.Context, debug: bool) -> None:
 def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
            jobs: int | None, prefix: bool, run_name: str | None, replace: bool, strict: bool,
            engine: str, master: str) -> None:
-    """Ingest run folders (or folders of run folders) into the warehouse.
+    """Ingest run folders (or folders of run folders, or single trace files) into the
+    warehouse.
 
     A run folder directly holds profiler files (or run.toml); its sub-folders belong to
     it. A folder whose profiler files are only in sub-folders is a parent, and each
-    sub-folder is a run. A run's name is its folder's name (see --prefix, --name);
+    sub-folder is a run. A file given by itself is a run of that file, named after it
+    without the profiler's suffixes (rank0.pt.trace.json.gz: rank0). A run's name is its
+    folder's name (see --prefix, --name);
     ingesting it again replaces that run, and is a no-op when its files are unchanged. A
     name already taken by a run from another folder is refused unless --replace.
 
     \b
     Example:
       etl ingest runs/ --warehouse warehouse/
+      etl ingest rank0.pt.trace.json.gz
       etl ingest corpus/hta --prefix
       etl ingest /shared/runs --warehouse /shared/warehouse --engine spark --master yarn
     """
@@ -174,7 +178,8 @@ def _report_compaction(result: CompactResult) -> None:
     elif not result.segments:
         click.echo("nothing to compact")
     else:
-        click.echo(f"compacted {result.runs} runs into {len(result.segments)} segment(s)")
+        click.echo(f"compacted {counted(result.runs, 'run')} into "
+                   f"{counted(len(result.segments), 'segment')}")
 
 
 @main.command(name="compact")
@@ -372,7 +377,7 @@ def rm_command(names: tuple[str, ...], warehouse_dir: Path) -> None:
 
     published = remove_runs(_existing(warehouse_dir), list(names))
     published.wait_until_visible()
-    click.echo(f"removed {len(names)} run(s): {', '.join(names)}")
+    click.echo(f"removed {counted(len(names), 'run')}: {', '.join(names)}")
 
 
 @main.command(name="mv")
@@ -595,7 +600,7 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 
     output_file(output)
     shown = write_report(warehouse_dir, output, run_names, where)
-    click.echo(f"wrote {output} ({len(shown)} runs)")
+    click.echo(f"wrote {output} ({counted(len(shown), 'run')})")
 
 
 @main.command()

@@ -10,7 +10,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from etl.core.errors import one_line
+from etl.core.errors import counted, one_line
 from etl.extract import progress as file_progress
 
 if TYPE_CHECKING:  # `etl query` prints through this module without the ingest's imports
@@ -86,7 +86,8 @@ def summary(results: list[RunResult]) -> None:
                       f"{r.ncu_kernels:,}", f"{r.anomalies:,}", f"{r.seconds:.2f}",
                       *((one_line("; ".join(r.notes)),) if noted else ()))
     total = sum(r.seconds for r in results)
-    table.add_row(f"{len(results)} runs", _counts(results), f"{sum(r.events for r in results):,}",
+    table.add_row(counted(len(results), "run"), _counts(results),
+                  f"{sum(r.events for r in results):,}",
                   f"{sum(r.kernels for r in results):,}",
                   f"{sum(r.ncu_kernels for r in results):,}",
                   f"{sum(r.anomalies for r in results):,}", f"{total:.2f}",

@@ -20,7 +20,7 @@ from typing import Any
 
 from etl.core import VERSION as __version__
 from etl.load import device_memory
-from etl.core.errors import EtlError, InputError, RunError
+from etl.core.errors import EtlError, InputError, RunError, counted
 from etl.extract.registry import Format, NothingToIngest, NotThisFormat, grouped_by_reader
 from etl.core.errors import name_text
 from etl.match.stage import Preference, match_run
@@ -66,6 +66,7 @@ class RunResult:
     kernels: int = 0            # GPU kernels of the traces
     ncu_kernels: int = 0        # kernels of the counters exports (ncu_kernels rows)
     anomalies: int = 0
+    anomaly_kinds: dict[str, int] = field(default_factory=dict)  # count by kind, largest first
     seconds: float = 0.0
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
@@ -121,7 +122,10 @@ def prepare_folder(folder: Path | RunTarget, warehouse: Warehouse, options: Opti
 
 
 def _display_path(target: RunTarget, path: str) -> str:
-    """`run_name/relative/path` for files inside the run folder, else the path as given."""
+    """`run_name/relative/path` for files inside the run folder, else the path as given
+    (also for a run given as one file: its path says which)."""
+    if target.path.is_file():
+        return path
     try:
         return f"{target.name}/{Path(path).relative_to(target.path)}"
     except ValueError:
@@ -227,9 +231,18 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     counts = {t: w.rows for t, w in writers.items()}
     row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id,
                     set_aside)
-    result = _result(run, key.run_id, sources, counts, set_aside)
+    result = _result(run, key.run_id, sources, counts, set_aside, _anomaly_kinds(staged))
     result.warnings += _unreachable(run, staged, counts["kernels"])
     return Prepared(result, staged, row)
+
+
+def _anomaly_kinds(staged: Path) -> dict[str, int]:
+    """The staged anomalies counted by kind, the most frequent first."""
+    import pyarrow.parquet as pq
+
+    kinds = pq.read_table(staged / "anomalies.parquet", columns=["kind"]).column("kind")
+    counts = {str(c["values"]): int(c["counts"]) for c in kinds.value_counts().to_pylist()}
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _step_hints(staged: Path, sources: list[Source], iterations: Any) -> Any:
@@ -654,11 +667,11 @@ def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str |
     return None, None
 
 
-def _result(run: RunFolder, run_id: str, sources: list[Source],
-            counts: dict[str, int], set_aside: list[SetAside]) -> RunResult:
+def _result(run: RunFolder, run_id: str, sources: list[Source], counts: dict[str, int],
+            set_aside: list[SetAside], kinds: dict[str, int]) -> RunResult:
     result = RunResult(run.name, "ingested", run_id, events=_trace_events(sources),
                        kernels=counts["kernels"], ncu_kernels=counts["ncu_kernels"],
-                       anomalies=counts["anomalies"])
+                       anomalies=counts["anomalies"], anomaly_kinds=kinds)
     for rel, reason in run.skipped:
         result.warnings.append(f"{run.name}/{rel}: skipped ({reason})")
     for s in set_aside:
@@ -671,9 +684,10 @@ def _result(run: RunFolder, run_id: str, sources: list[Source],
             result.notes.append(note)
             result.warnings.append(f"{run.name}/{source.rel}: {line}")
     if result.anomalies:
-        result.warnings.append(f"{run.name}: {result.anomalies} anomalies recorded "
-                               f"(SELECT kind, count(*) FROM anomalies WHERE run_id = "
-                               f"'{run_id}' GROUP BY kind)")
+        by_kind = ", ".join(f"{kind} {n:,}" for kind, n in kinds.items())
+        result.warnings.append(f"{run.name}: {counted(result.anomalies, 'anomaly')} recorded: "
+                               f"{by_kind} (each with its detail in the view run_anomalies, by "
+                               "run_name, and in etl report)")
     return result
 
 
