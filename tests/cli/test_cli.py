@@ -141,7 +141,7 @@ def test_hostile_run_name_is_data(tmp_path: Path, runs_dir: Path) -> None:
     assert rows == [{"run_name": name, "model": 'a"; DROP TABLE runs; --', "gpu_util": 0.4}]
     assert {p.name for p in (tmp_path / "wh").iterdir()} <= {
         "data", "catalog", "staging", "readers", "warehouse.duckdb", "views.sha256",
-        ".publish.lock", "warehouse.duckdb.wal"}
+        ".publish.lock", "warehouse.duckdb.wal", "derived"}
 
 
 def test_duckdb_shell_sees_views_from_any_directory(tmp_path: Path, runs_dir: Path) -> None:
