@@ -603,6 +603,9 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
     click.echo(f"wrote {output} ({counted(len(shown), 'run')})")
 
 
+SLOWER_EXIT = 3  # compare --fail-above: B slower (1 is an error, 2 a usage error)
+
+
 @main.command()
 @click.argument("side_a", metavar="A")
 @click.argument("side_b", metavar="B")
@@ -614,7 +617,12 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format (csv and json: every column, full "
               "precision, one row per quantity with its part).")
-def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
+@click.option("--fail-above", "fail_above", type=click.FloatRange(0), default=None,
+              metavar="PCT", help=f"Exit with code {SLOWER_EXIT} when B's mean iteration time "
+              "is slower than A's by more than PCT percent, the whole 95% interval of the "
+              "difference above it (for CI; too few samples for an interval: says so, exit 0).")
+def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fmt: str,
+            fail_above: float | None) -> None:
     """Compare two runs, or two groups of repeated runs: window, busy, gpu_util,
     throughput and the four levels side by side, then the ops (layers, kernels) whose GPU
     time changed most.
@@ -634,6 +642,7 @@ def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fm
       etl compare resnet_fp32_eager resnet_amp_eager --by kernel --format csv
       etl compare repeat:fp32 repeat:amp
       etl compare fp32_a,fp32_b,fp32_c amp_a,amp_b,amp_c
+      etl compare repeat:main repeat:branch --fail-above 5    # exit 3: 5% slower, surely
     """
     from etl.cli import output as report
     from etl.present.compare import COLUMNS, compare as compare_runs
@@ -641,7 +650,25 @@ def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fm
     rows = compare_runs(warehouse_dir, side_a, side_b, by, top)
     if fmt != "table":
         report.print_rows(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], fmt)
-        return
+    else:
+        _compare_tables(rows, side_a, side_b, by, top)
+    if fail_above is not None:
+        _fail_if_slower(rows, fail_above)
+
+
+def _fail_if_slower(rows: list[dict[str, Any]], percent: float) -> None:
+    from etl.present.compare import gate
+
+    judged = gate(rows, percent)
+    click.echo(judged.line, err=True)
+    if judged.slower:
+        sys.exit(SLOWER_EXIT)
+
+
+def _compare_tables(rows: list[dict[str, Any]], side_a: str, side_b: str, by: str,
+                    top: int) -> None:
+    from etl.cli import output as report
+
     shown = ["metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "ratio", "diff_ci_low",
              "diff_ci_high", "p_value", "verdict"]
     samples = rows[0]["samples"] if rows else "iterations"

@@ -215,6 +215,33 @@ def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool
     return column in [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
 
 
+@dataclass(frozen=True)
+class Gate:
+    """`--fail-above PCT` judged on window_ns (the mean iteration time): `slower` only when
+    B's mean exceeds A's by more than PCT percent with the whole 95% interval of B - A
+    above that threshold; `undecided` when there is no interval (too few samples)."""
+
+    slower: bool
+    undecided: bool
+    line: str
+
+
+def gate(rows: Sequence[dict[str, Any]], percent: float) -> Gate:
+    """The gate over compare()'s rows (see Gate)."""
+    [time] = [r for r in rows if r["part"] == "summary" and r["metric"] == "window_ns"]
+    if time["diff_ci_low"] is None or not time["mean_a"]:
+        return Gate(False, True, f"--fail-above {percent:g}: no 95% interval of the "
+                    f"iteration time's difference ({time['verdict']}: {time['n_a']} and "
+                    f"{time['n_b']} samples); not failing")
+    low, high = (100 * time[k] / time["mean_a"] for k in ("diff_ci_low", "diff_ci_high"))
+    change = 100 * time["diff"] / time["mean_a"]
+    said = (f"B's mean iteration time is {change:+.1f}% of A's (95% interval {low:+.1f}% to "
+            f"{high:+.1f}%)")
+    if low > percent:
+        return Gate(True, False, f"{said}: slower by more than --fail-above {percent:g}%")
+    return Gate(False, False, f"{said}: not slower by more than {percent:g}% throughout")
+
+
 def compare(warehouse: Any, side_a: str, side_b: str, by: str = "op", top: int = 20
             ) -> list[dict[str, Any]]:
     """Summary rows then the top changed groups, every row with the columns COLUMNS.
