@@ -185,6 +185,9 @@ def test_violin_table_and_density_are_scipys(demo_warehouse: Path, demo_report: 
     assert 0.8 < sum(violin.density) * step_width < 1.05
     page = {r["run_name"]: r for r in parse(demo_report).rows("issue_slot_distribution")}
     assert number(page["resnet_amp_eager"]["max_util"]) == max(values)
+    from scipy.stats import gaussian_kde  # the report's numpy KDE is scipy's estimate
+
+    assert violin.density == pytest.approx(gaussian_kde(values)(violin.grid), rel=1e-12)
 
 
 def test_sections_without_ncu_say_why(tmp_path: Path) -> None:
