@@ -84,3 +84,35 @@ def test_the_python_example_runs_as_a_plain_script(tmp_path: Path) -> None:
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == [f"{runs} {{'ingested'}}"]
+
+
+def readme_use_block() -> list[str]:
+    """The command lines of the Use section's sh block, in order."""
+    section = README.split("\n## Use\n", 1)[1]
+    [block] = re.findall(r"```sh\n(.*?)```", section, re.S)[:1]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_the_use_section_runs_as_written_after_make_demo(tmp_path: Path) -> None:
+    """`make demo` (its setup taken as done: this Python's venv is the .venv), then every
+    line of the Use section's block in one shell, as written and in order."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"}
+    env.pop("ETL_WAREHOUSE", None)
+    demo = subprocess.run(["make", "--no-print-directory", "-o", "setup", "-f",
+                           str(ROOT / "Makefile"), "demo"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    script = tmp_path / "use.sh"
+    script.write_text("set -e\n" + "\n".join(readme_use_block()) + "\n")
+    use = subprocess.run(["bash", "-x", str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert use.returncode == 0, use.stderr[-3000:]
+    for written in ("kernels.parquet", "report.html", "trace.json", "ddp_copy/run.toml"):
+        assert (tmp_path / written).stat().st_size > 0, written
+    assert "wrote report.html" in use.stdout and "error" not in use.stderr.lower()
