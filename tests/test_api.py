@@ -31,8 +31,8 @@ def demo_warehouse(tmp_path: Path) -> Path:
     results = etl.ingest(tmp_path / "runs", tmp_path / "wh", jobs=1)
     assert [(r.run_name, r.status, r.kernels) for r in results
             if r.run_name.startswith("resnet")] == [
-        ("resnet_amp_ddp", "ingested", 550), ("resnet_amp_eager", "ingested", 270),
-        ("resnet_amp_nsys", "ingested", 200), ("resnet_fp32_eager", "ingested", 235)]
+        ("resnet_amp_ddp", "ingested", 580), ("resnet_amp_eager", "ingested", 275),
+        ("resnet_amp_nsys", "ingested", 200), ("resnet_fp32_eager", "ingested", 240)]
     tf_runs = [r for r in results if r.run_name.startswith("tf_bert")]  # xplane runs
     assert len(tf_runs) == 8 and {r.status for r in tf_runs} == {"ingested"}
     return tmp_path / "wh"
@@ -45,7 +45,7 @@ def test_connect_answers_as_etl_query(demo_warehouse: Path) -> None:
     expected = [tuple(r.values()) for r in query_json(demo_warehouse, sql)]
     assert con.execute(sql).fetchall() == expected
     (count,) = con.execute("SELECT count(*) FROM kernels").fetchone() or (None,)
-    assert count == 2535 == query_json(demo_warehouse, "SELECT count(*) AS n FROM kernels")[0]["n"]
+    assert count == 2575 == query_json(demo_warehouse, "SELECT count(*) AS n FROM kernels")[0]["n"]
     table = con.sql("SELECT run_name, gpu_util FROM run_utilization WHERE ncu_reason IS NULL "
                     "ORDER BY run_name").to_arrow_table()
     assert table.column("run_name").to_pylist() == ["resnet_amp_eager", "resnet_fp32_eager"]

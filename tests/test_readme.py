@@ -58,7 +58,7 @@ def test_etl_runs_shows_what_users_look_for_first(demo_warehouse: Path) -> None:
     assert header.split() == ["run", "gpu", "ranks", "iterations", "kernels", "gpu_util",
                               "hint", "ncu_coverage", "ingested_at"]
     ddp = rows[0].split()
-    assert ddp[:5] == ["resnet_amp_ddp", "synthetic-A100", "2", "5", "550"]
+    assert ddp[:5] == ["resnet_amp_ddp", "synthetic-A100", "2", "5", "580"]
     assert ddp[6] == "NULL"  # its traces have steps: no hint
     assert ddp[7] == "NULL" and rows[1].split()[7] == "1.0"
 
