@@ -40,8 +40,9 @@ from etl.warehouse.store import RUN_TABLES, Publication, TableWriter, Warehouse
 # Raise by one with every change of extractor or ingest code that changes the rows a run
 # gets from unchanged inputs (the data files below are hashed instead): the runs ingested
 # before are then re-ingested, not reported unchanged. 2: issue #33 (anomalies that say
-# what a run lacks, GPU names of every source). 3: the syncs table (issue #30).
-ROWS_REVISION = 3
+# what a run lacks, GPU names of every source). 3: the syncs table (issue #30). 4: runs'
+# seconds_per_iteration from run.toml (issue #33).
+ROWS_REVISION = 4
 
 
 def extractor_version() -> str:
@@ -633,6 +634,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
                                     "precision", "batch_size")},
         "gpu": gpu, "gpu_source": gpu_source, "tags": list(dims.get("tags", [])),
+        "seconds_per_iteration": _float_or_none(dims.get("seconds_per_iteration")),
         "run_toml": toml_text, "truncated": any(s.truncated for s in sources),
         "extractor_version": extractor_version(),
         "ingested_at": datetime.now(UTC),
@@ -642,6 +644,10 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "ncu_kernel_count": counts["ncu_kernels"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _source_entry(source: Source) -> dict[str, Any]:

@@ -23,6 +23,9 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "gpu_memory_bytes": int,  # device's total memory where the trace does not say
     "nvidia_smi_query": str,  # the --query-gpu list of a noheader nvidia-smi log: its fields
     "step_pattern": str,  # regex of step markers (Kineto, nsys), group 1 the iteration number
+    # the job's own time per iteration, for runs whose instruments record no iterations
+    # (monitor logs): instrument_overhead compares it with the traced runs'
+    "seconds_per_iteration": (int, float),
 }
 
 
@@ -310,6 +313,11 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
                          "17179869184 for 16 GiB")
     if "step_pattern" in doc:
         _check_step_pattern(path, doc["step_pattern"])
+    seconds = doc.get("seconds_per_iteration")
+    if seconds is not None and (isinstance(seconds, bool) or not 0 < seconds < 1e6):
+        raise InputError(path, "seconds_per_iteration must be a positive number of seconds",
+                         "key seconds_per_iteration", "write the training log's time per "
+                         "iteration, e.g. 0.125")
     return doc, text
 
 

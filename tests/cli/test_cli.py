@@ -29,10 +29,10 @@ def test_demo_ingest_and_query(tmp_path: Path) -> None:
     assert cli("demo", str(tmp_path / "demo")).returncode == 0
     result = cli("ingest", str(tmp_path / "demo"), "--warehouse", str(tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
-    assert "12 ingested" in result.stdout  # 3 PyTorch, nsys, 8 TF (xplane)
+    assert "16 ingested" in result.stdout  # 3 PyTorch, nsys, 8 TF (xplane), 4 overhead
     assert "train.log: skipped" in result.stderr and "config.json: skipped" in result.stderr
     rows = query_json(tmp_path / "wh", "SELECT run_name, rank, gpu_util FROM run_summary "
-                      "WHERE framework = 'pytorch' ORDER BY run_name, rank")
+                      "WHERE model = 'resnet50-synthetic' ORDER BY run_name, rank")
     assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_ddp",
                                              "resnet_amp_eager", "resnet_amp_nsys",
                                              "resnet_fp32_eager"]
@@ -323,3 +323,17 @@ def test_ingest_counts_anomalies_by_kind_and_says_one_run(tmp_path: Path, runs_d
     rows = query_json(tmp_path / "wh", "SELECT kind, count(*) AS n FROM run_anomalies "
                       "WHERE run_name = 'odd' GROUP BY kind ORDER BY kind")
     assert rows == [{"kind": "kernel_without_launch", "n": 2}, {"kind": "no_step_markers", "n": 1}]
+
+
+def test_seconds_per_iteration_is_kept_and_checked(tmp_path: Path, runs_dir: Path) -> None:
+    write_trace(runs_dir / "timed" / "t.json", tiny_events())
+    (runs_dir / "timed" / "run.toml").write_text("seconds_per_iteration = 0.02\n")
+    write_trace(runs_dir / "bad" / "t.json", tiny_events())
+    (runs_dir / "bad" / "run.toml").write_text("seconds_per_iteration = -1\n")
+    out = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert out.returncode == 1
+    assert [x for x in out.stderr.splitlines() if "bad" in x] == [
+        "error: bad/run.toml: key seconds_per_iteration: seconds_per_iteration must be a "
+        "positive number of seconds. write the training log's time per iteration, e.g. 0.125"]
+    assert query_json(tmp_path / "wh", "SELECT run_name, seconds_per_iteration FROM runs") == [
+        {"run_name": "timed", "seconds_per_iteration": 0.02}]

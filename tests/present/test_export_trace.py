@@ -51,7 +51,7 @@ def test_round_trip(demo: Path) -> None:
     ingest = cli("ingest", str(demo / "back" / "again"), "--warehouse", str(demo / "wh2"))
     assert ingest.returncode == 0, ingest.stderr
     original = fetch(demo / "wh", KERNELS, "resnet_amp_eager")
-    assert len(original) == 270
+    assert len(original) == 275
     assert fetch(demo / "wh2", KERNELS, "again") == original
     assert fetch(demo / "wh2", UTIL, "again") == fetch(demo / "wh", UTIL, "resnet_amp_eager")
     clock = fetch(demo / "wh", CLOCK, "resnet_amp_eager")
@@ -117,7 +117,7 @@ def test_several_ranks_in_one_trace_round_trip(demo: Path) -> None:
     ingest = cli("ingest", str(back), "--warehouse", str(demo / "wh3"))
     assert ingest.returncode == 0, ingest.stderr
     original = fetch(demo / "wh", RANK_KERNELS, "resnet_amp_ddp")
-    assert len(original) == 550 and {r[0] for r in original} == {0, 1}
+    assert len(original) == 580 and {r[0] for r in original} == {0, 1}
     assert fetch(demo / "wh3", RANK_KERNELS, "again") == original
     assert fetch(demo / "wh3", RANK_UTIL, "again") == fetch(demo / "wh", RANK_UTIL,
                                                             "resnet_amp_ddp")
@@ -141,7 +141,7 @@ def test_folder_of_ranks_ingests_back_as_the_same_run(demo: Path) -> None:
     ingest = cli("ingest", str(out), "--warehouse", str(demo / "wh4"))
     assert ingest.returncode == 0, ingest.stderr
     original = fetch(demo / "wh", RANK_KERNELS, "resnet_amp_ddp")
-    assert len(original) == 550 and {r[0] for r in original} == {0, 1}
+    assert len(original) == 580 and {r[0] for r in original} == {0, 1}
     assert fetch(demo / "wh4", RANK_KERNELS, "ddp_copy") == original
     for sql in (RANK_UTIL, CLOCK, DIMENSIONS, ANOMALIES):
         assert fetch(demo / "wh4", sql, "ddp_copy") == fetch(demo / "wh", sql, "resnet_amp_ddp")

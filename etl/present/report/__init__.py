@@ -25,7 +25,8 @@ def build_sections(con: duckdb.DuckDBPyConnection, runs: list[str]) -> list[Sect
     from etl.present.report import sections as s
 
     paper = [s.overview(con, runs), s.batch_scaling(con, runs), s.fig5(con, runs),
-             s.fig6(con, runs), s.fig7(con, runs), s.fig8(con, runs), s.amdahl(con, runs)]
+             s.fig6(con, runs), s.fig7(con, runs), s.fig8(con, runs), s.amdahl(con, runs),
+             s.overhead(con, runs)]
     tables = s.RunTables.read(con, runs)
     return paper + [s.per_run(con, tables, run, i) for i, run in enumerate(runs, 1)]
 

@@ -230,6 +230,20 @@ def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[R
                 list(runs))
 
 
+OVERHEAD = "instrument_overhead_v1"  # pinned: the columns the report knows
+
+
+def instrument_overhead(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    """instrument_overhead's rows of the experiments that hold one of these runs (all the
+    experiment's runs: the baseline may not be among them)."""
+    return rows(con, "SELECT experiment, run_name, instrument, files, bytes, bytes_per_s, "
+                "bytes_per_iteration, bytes_reason, iteration_ns, iteration_source, "
+                "baseline_run, iteration_overhead_ns, iteration_overhead_ratio, "
+                f"overhead_reason FROM {OVERHEAD} WHERE experiment IN (SELECT experiment "
+                f"FROM {OVERHEAD} WHERE run_name IN {_in(runs)}) "
+                "ORDER BY experiment, iteration_ns NULLS LAST, run_name, instrument", runs)
+
+
 # pinned, as INSTRUMENT_COMPARISON (v5: the allocator's order at an instant, memory of other
 # devices said as such)
 MEMORY = "gpu_utilization_v5"

@@ -235,10 +235,19 @@ def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     return Section("fig8", title, [Figure(title, Table.of("tc_time_cdf", cdf), chart)])
 
 
+def _without_view(con: duckdb.DuckDBPyConnection, view: str, section: str, title: str
+                  ) -> Section | None:
+    """The empty section of a pinned view this warehouse's database lacks (views not
+    refreshed: warehouse.duckdb was open elsewhere), else None."""
+    if data.has_relation(con, view):
+        return None
+    return Section(section, title, empty=f"no {view} view in this warehouse")
+
+
 def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Amdahl's law: speed-up bound if only tensor-core kernels got faster"
-    if not data.has_relation(con, data.AMDAHL):
-        return Section("amdahl", title, empty=f"no {data.AMDAHL} view in this warehouse")
+    if (missing := _without_view(con, data.AMDAHL, "amdahl", title)) is not None:
+        return missing
     rows = data.amdahl(con, runs)
     if not rows:
         return Section("amdahl", title, empty="no kernel of these runs is typed (runs "
@@ -283,6 +292,37 @@ class RunTables:
                    data.match_coverage(con, runs), data.ncu_kernel_counts(con, runs),
                    data.ncu_kernel_levels(con, runs, TOP_N), data.anomalies(con, runs),
                    data.memory(con, runs), data.instruments(con, runs))
+
+
+def overhead(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    """Per experiment: each run's time per iteration against the least instrumented run,
+    and what its instruments write (the talk's experiment 2, on the user's runs)."""
+    title = "What the instruments cost: time per iteration and bytes written"
+    if (missing := _without_view(con, data.OVERHEAD, "overhead", title)) is not None:
+        return missing
+    found = data.instrument_overhead(con, runs)
+    if not found:
+        return Section("overhead", title, empty="no experiment of these runs has runs that "
+                       "differ in their instruments (same repeat: tag, or same model, "
+                       "framework, precision, batch size and GPU in run.toml)")
+    by_experiment: dict[str, list[data.Row]] = {}
+    for r in found:
+        by_experiment.setdefault(r.pop("experiment"), []).append(r)
+    return Section("overhead", title, [_overhead_figure(name, rows)
+                                       for name, rows in by_experiment.items()])
+
+
+def _overhead_figure(experiment: str, rows: list[data.Row]) -> Figure:
+    title = f"Instruments of {experiment}"
+    times = {r["run_name"]: r["iteration_ns"] for r in rows}
+    chart = svg.bar_chart(title, list(times), [svg.Series("time per iteration (ms)", [
+        None if t is None else t / 1e6 for t in times.values()])], "ms per iteration", "run")
+    baseline = rows[0]["baseline_run"]
+    note = (f"Against {baseline}, the least instrumented run. Time per iteration from the "
+            "trace, else from run.toml seconds_per_iteration (iteration_source); bytes per "
+            "iteration = the instrument's bytes per second of the job x the run's time per "
+            "iteration.")
+    return Figure(title, Table.of(data.OVERHEAD, rows), chart, note)
 
 
 def per_run(con: duckdb.DuckDBPyConnection, tables: RunTables, run: str, index: int
