@@ -209,12 +209,16 @@ def _mixed_schemas(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]]) 
 
     parts = []
     for table, paths in files.items():
+        if len(paths) < 2:  # one file has one schema
+            continue
         listed = ", ".join(_sql_string(glob_literal(p)) for p in paths)
         parts.append(
             f"SELECT {_sql_string(table)} AS t, count(DISTINCT columns) AS schemas FROM ("
             "SELECT file_name, list_sort(list(CAST(row(name, type, converted_type, "
             "logical_type, repetition_type, num_children) AS VARCHAR))) AS columns "
             f"FROM parquet_schema([{listed}]) GROUP BY file_name)")
+    if not parts:
+        return set()
     return {t for t, schemas in con.execute(" UNION ALL ".join(parts)).fetchall()
             if schemas != 1}
 

@@ -56,16 +56,17 @@ def _raw(value: object) -> str:
 def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[str] = (),
                  where: str | None = None) -> list[str]:
     """Write the report of the chosen runs (all by default) to `out`; the runs shown."""
-    from etl.api import connect
+    from etl.analysis.critical_path import missing
+    from etl.api import connect, critical_path
     from etl.core.errors import EtlError
     from etl.present.report.data import select_runs
-
-    from etl.api import critical_path
+    from etl.warehouse.store import Warehouse
 
     con = connect(warehouse)
     try:
         chosen = select_runs(con, list(runs), where)
-        if chosen and critical_path(chosen, warehouse).runs:  # computed now: read again
+        lacking = missing(con, Warehouse.at(os.fspath(warehouse)), chosen)
+        if lacking and critical_path(lacking, warehouse).runs:  # computed now: read again
             con.close()
             con = connect(warehouse)
         if not chosen:
