@@ -134,3 +134,15 @@ def test_a_plain_script_ingests_with_worker_processes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["script body ran",
                                         "['ingested', 'ingested', 'ingested'] 2"]
+
+
+def test_ingest_returns_once_its_publish_is_visible(tmp_path: Path) -> None:
+    """The publish's visibility margin passes while the views are refreshed, and still
+    before etl.ingest returns: a folder's name carries its visible-from time (µs)."""
+    import time
+
+    tiny_run(tmp_path / "runs" / "a", busy=40_000)
+    etl.ingest(tmp_path / "runs", tmp_path / "wh", jobs=1)
+    returned_us = time.time() * 1e6
+    [folder] = [p for p in (tmp_path / "wh" / "data").iterdir() if ".v" in p.name]
+    assert returned_us >= int(folder.name.rpartition(".v")[2])

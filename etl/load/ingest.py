@@ -697,9 +697,21 @@ def _result(run: RunFolder, run_id: str, sources: list[Source], counts: dict[str
     return result
 
 
+class Published(list[RunResult]):
+    """The results of publish_all, and its last publication (None when nothing was
+    published): `wait()` returns once it is visible to queries."""
+
+    last: Publication | None = None
+
+    def wait(self) -> None:
+        if self.last is not None:
+            self.last.wait_until_visible()
+
+
 def ingest_all(folders: Sequence[Path | RunTarget], warehouse: Warehouse,
                options: Options = Options(),
-               on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+               on_done: Callable[[RunResult], None] | None = None, wait: bool = True
+               ) -> Published:
     """Extract runs in `options.jobs` processes; publish them one at a time, here.
 
     A single run gets the processes for its big traces instead (slice decoding).
@@ -707,25 +719,26 @@ def ingest_all(folders: Sequence[Path | RunTarget], warehouse: Warehouse,
     warehouse.init()
     if len(folders) == 1:
         options = replace(options, slice_workers=options.jobs, jobs=1)
-    return publish_all(_prepared(folders, warehouse, options), warehouse, on_done)
+    return publish_all(_prepared(folders, warehouse, options), warehouse, on_done, wait)
 
 
 def publish_all(prepared: Iterable[Prepared], warehouse: Warehouse,
-                on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+                on_done: Callable[[RunResult], None] | None = None, wait: bool = True
+                ) -> Published:
     """Publish staged runs one at a time, in this one process (the warehouse's single
-    writer), as they arrive; return once the last publish is visible."""
-    results: list[RunResult] = []
-    last: Publication | None = None
+    writer), as they arrive; return once the last publish is visible (unless `wait` is
+    False: then the caller does other work first, and calls `.wait()` before it returns)."""
+    results = Published()
     for item in prepared:
         if item.staged is not None and item.result.run_id is not None:
-            last = warehouse.publish(item.staged, item.runs_row)
-            if last.late:
+            results.last = warehouse.publish(item.staged, item.runs_row)
+            if results.last.late:
                 item.result.warnings.append(LATE_PUBLISH)
         results.append(item.result)
         if on_done:
             on_done(item.result)
-    if last is not None:
-        last.wait_until_visible()  # what this returns is what the next query sees
+    if wait:
+        results.wait()  # what this returns is what the next query sees
     return results
 
 
