@@ -71,7 +71,7 @@ def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = No
     `on_done(result)` each run as it ends. What is returned is visible to the next
     connect().
     """
-    from etl.load.ingest import Options, ingest_all
+    from etl.load.ingest import Options, Published, ingest_all
     from etl.load.runfolder import find_run_folders
 
     target = _warehouse(warehouse)
@@ -89,11 +89,19 @@ def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = No
         results = ingest_spark(local_session(master, "etl ingest"), folders, target,
                                settings, on_done=on_done)
     else:
-        results = ingest_all(folders, target, settings, on_done=on_done)
+        # the publish's visibility margin (a quarter second) passes while the views are
+        # refreshed and the layout checked: a small ingest's largest fixed cost
+        results = ingest_all(folders, target, settings, on_done=on_done, wait=False)
     done = Ingested(results)
     done.views_refreshed = _refresh_views(target)
-    done.compaction = _compact_if_needed(target)
+    wait = results.wait if isinstance(results, Published) else _nothing
+    done.compaction = _compact_if_needed(target, wait)
+    wait()  # what this returns is what the next query sees
     return done
+
+
+def _nothing() -> None:
+    return None
 
 
 def whatif(run: str, scales: Iterable[str] = (), warehouse: PathLike | None = None
@@ -147,10 +155,13 @@ def default_jobs() -> int:
     return min(2, os.cpu_count() or 1)
 
 
-def _compact_if_needed(target: Warehouse) -> CompactResult | None:
+def _compact_if_needed(target: Warehouse, first: Callable[[], None]) -> CompactResult | None:
+    """Compact when many runs sit in folders of their own, after `first` (the ingest's
+    publishes made visible: compaction reads the runs as queries see them)."""
     from etl.warehouse.compact import compact, needs_compaction
 
     if target.exists() and needs_compaction(target):
+        first()
         return compact(target)
     return None
 

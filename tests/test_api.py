@@ -3,6 +3,7 @@ DuckDB connection on one snapshot, whose files a reader lease keeps."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_connect_answers_as_etl_query(demo_warehouse: Path) -> None:
     expected = [tuple(r.values()) for r in query_json(demo_warehouse, sql)]
     assert con.execute(sql).fetchall() == expected
     (count,) = con.execute("SELECT count(*) FROM kernels").fetchone() or (None,)
-    assert count == 2575 == query_json(demo_warehouse, "SELECT count(*) AS n FROM kernels")[0]["n"]
+    assert count == 2915 == query_json(demo_warehouse, "SELECT count(*) AS n FROM kernels")[0]["n"]
     table = con.sql("SELECT run_name, gpu_util FROM run_utilization WHERE ncu_reason IS NULL "
                     "ORDER BY run_name").to_arrow_table()
     assert table.column("run_name").to_pylist() == ["resnet_amp_eager", "resnet_fp32_eager"]
@@ -54,7 +55,8 @@ def test_every_table_and_view_is_there(demo_warehouse: Path) -> None:
     con = etl.connect(demo_warehouse)
     names = [*TABLES, *{v.stable for v in discover() if not v.stable.startswith("_")}]
     counts = {n: con.execute(f"SELECT count(*) FROM {n}").fetchone() for n in names}
-    assert counts["runs"] == (12,) and counts["gpu_utilization"] != (0,)  # 3 PyTorch, nsys, 8 TF
+    assert counts["runs"] == (16,) and counts["gpu_utilization"] != (0,)  # 3 PyTorch, nsys,
+    # 8 TF, 4 of instrument_overhead
     with pytest.raises(duckdb.Error, match="read-only"):
         con.execute("CREATE TABLE scratch AS SELECT 1")
 
@@ -122,3 +124,37 @@ def test_connections_draw_no_progress_bar_on_stdout(demo_warehouse: Path) -> Non
 
     other = _connect(Warehouse.at(str(demo_warehouse)))
     assert other.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
+
+
+def test_a_plain_script_ingests_with_worker_processes(tmp_path: Path) -> None:
+    """The README's example in a script without `if __name__ == "__main__":`: the run
+    folders go to two job processes, and a single run's trace to two slice workers
+    (parallel_bytes=1), all spawned without running the script again in each child."""
+    tiny_run(tmp_path / "runs" / "a", busy=40_000)
+    tiny_run(tmp_path / "runs" / "b", busy=60_000)
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import etl\n"
+        "print('script body ran')\n"
+        "jobs = etl.ingest('runs', 'wh', jobs=2)\n"
+        "one = etl.ingest('runs/a', 'wh2', jobs=2, parallel_bytes=1)\n"
+        "con = etl.connect('wh')\n"
+        "print(sorted(r.status for r in jobs + one),\n"
+        "      con.sql('SELECT count(*) FROM runs').fetchone()[0])\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["script body ran",
+                                        "['ingested', 'ingested', 'ingested'] 2"]
+
+
+def test_ingest_returns_once_its_publish_is_visible(tmp_path: Path) -> None:
+    """The publish's visibility margin passes while the views are refreshed, and still
+    before etl.ingest returns: a folder's name carries its visible-from time (µs)."""
+    import time
+
+    tiny_run(tmp_path / "runs" / "a", busy=40_000)
+    etl.ingest(tmp_path / "runs", tmp_path / "wh", jobs=1)
+    returned_us = time.time() * 1e6
+    [folder] = [p for p in (tmp_path / "wh" / "data").iterdir() if ".v" in p.name]
+    assert returned_us >= int(folder.name.rpartition(".v")[2])

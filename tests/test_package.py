@@ -90,9 +90,9 @@ def test_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     assert all(Path(p).is_relative_to(tmp_path / "venv") for p in where), where
     run(str(bin_dir / "etl"), "demo", "runs")
     ingested = run(str(bin_dir / "etl"), "ingest", "runs", "--warehouse", "wh")
-    assert "12 ingested" in ingested  # 3 PyTorch, nsys, 8 TF (xplane)
+    assert "16 ingested" in ingested  # 3 PyTorch, nsys, 8 TF (xplane), 4 overhead
     rows = json.loads(run(str(bin_dir / "etl"), "query", "SELECT run_name, count(*) AS n FROM "
-                          "kernels JOIN runs USING (run_id) WHERE framework = 'pytorch' "
+                          "kernels JOIN runs USING (run_id) WHERE model = 'resnet50-synthetic' "
                           "GROUP BY run_name ORDER BY run_name",
                           "--warehouse", "wh", "--format", "json"))
     # the demo's kernel counts, as its ingest table printed them (every one a real row)

@@ -180,6 +180,25 @@ class WhatIf:
 def what_if(con: duckdb.DuckDBPyConnection, run_name: str, texts: list[str]) -> WhatIf:
     """The run's iterations replayed with the scales `texts` (see the module docstring)."""
     scales = [parse_scale(t) for t in texts]
+    return answer(prepare(con, run_name), scales)
+
+
+@dataclass
+class Prepared:
+    """A run's graph, its replay order and its windows with the measured durations: what
+    every what-if of the run starts from (the report asks three of each run)."""
+
+    run_name: str
+    graph: graph.Graph
+    ordered: Any
+    before: list[windows.Window]
+    recorded: dict[tuple[int, int, int | None], int]
+
+
+def prepare(con: duckdb.DuckDBPyConnection, run_name: str,
+            recorded: dict[tuple[int, int, int | None], int] | None = None) -> Prepared:
+    """Read and replay the run once; `recorded` (gpu_utilization's window_ns by source,
+    device and iteration) is read here unless the caller has it."""
     run_id = _run_id(con, run_name)
     built = graph.build(inputs.read_run(con, run_id))
     ordered = engine.order(built)
@@ -188,14 +207,21 @@ def what_if(con: duckdb.DuckDBPyConnection, run_name: str, texts: list[str]) -> 
     if not before:
         raise WhatIfError(f"run {run_name!r} has no iteration window (no kernel on a device): "
                           "nothing to replay")
-    replayer = engine.Replayer(built, ordered, factors(built, scales))
-    recorded = _measured_windows(con, run_id)
+    if recorded is None:
+        recorded = _measured_windows(con, run_id)
+    return Prepared(run_name, built, ordered, before, recorded)
+
+
+def answer(run: Prepared, scales: list[Scale]) -> WhatIf:
+    """The prepared run's windows replayed with `scales`."""
+    built = run.graph
+    replayer = engine.Replayer(built, run.ordered, factors(built, scales))
     rows, path = [], Counter[tuple[str, str | None]]()
-    for window in before:
+    for window in run.before:
         after, changed = replay_window(replayer, window)
-        rows.append(_row(run_name, window, after, recorded))
+        rows.append(_row(run.run_name, window, after, run.recorded))
         _add_path(path, built, changed, after)
-    return WhatIf(rows, _path_rows(path), all(w.boundary == "whole_trace" for w in before),
+    return WhatIf(rows, _path_rows(path), all(w.boundary == "whole_trace" for w in run.before),
                   built.unlinked)
 
 

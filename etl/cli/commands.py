@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from etl.core.errors import EtlError, one_line
+from etl.core.errors import EtlError, counted, one_line
 
 if TYPE_CHECKING:
     from etl.warehouse.compact import CompactResult
@@ -50,6 +50,17 @@ def _tolerant_output() -> None:
         reconfigure = getattr(stream, "reconfigure", None)  # absent on replaced streams
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+
+
+def output_file(path: Path) -> Path:
+    """An -o file, checked before any work: its folder must exist (a report or an export
+    takes seconds, and would else end in a traceback when it writes)."""
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise EtlError(f"-o {path}: the folder {folder} {what}; create it (mkdir -p "
+                       f"{folder}) or write elsewhere")
+    return path
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -97,7 +108,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))
+                type=click.Path(exists=True, path_type=Path))
 @warehouse_option
 @click.option("--salvage", is_flag=True,
               help="Keep the complete events of truncated traces (the run is marked "
@@ -122,17 +133,21 @@ def main(ctx: click.Context, debug: bool) -> None:
 def ingest(ctx: click.Context, paths: tuple[Path, ...], warehouse_dir: Path, salvage: bool,
            jobs: int | None, prefix: bool, run_name: str | None, replace: bool, strict: bool,
            engine: str, master: str) -> None:
-    """Ingest run folders (or folders of run folders) into the warehouse.
+    """Ingest run folders (or folders of run folders, or single trace files) into the
+    warehouse.
 
     A run folder directly holds profiler files (or run.toml); its sub-folders belong to
     it. A folder whose profiler files are only in sub-folders is a parent, and each
-    sub-folder is a run. A run's name is its folder's name (see --prefix, --name);
+    sub-folder is a run. A file given by itself is a run of that file, named after it
+    without the profiler's suffixes (rank0.pt.trace.json.gz: rank0). A run's name is its
+    folder's name (see --prefix, --name);
     ingesting it again replaces that run, and is a no-op when its files are unchanged. A
     name already taken by a run from another folder is refused unless --replace.
 
     \b
     Example:
       etl ingest runs/ --warehouse warehouse/
+      etl ingest rank0.pt.trace.json.gz
       etl ingest corpus/hta --prefix
       etl ingest /shared/runs --warehouse /shared/warehouse --engine spark --master yarn
     """
@@ -163,7 +178,8 @@ def _report_compaction(result: CompactResult) -> None:
     elif not result.segments:
         click.echo("nothing to compact")
     else:
-        click.echo(f"compacted {result.runs} runs into {len(result.segments)} segment(s)")
+        click.echo(f"compacted {counted(result.runs, 'run')} into "
+                   f"{counted(len(result.segments), 'segment')}")
 
 
 @main.command(name="compact")
@@ -187,35 +203,43 @@ def compact_command(warehouse_dir: Path) -> None:
 @main.command()
 @click.argument("sql")
 @warehouse_option
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]),
-              default="table", show_default=True,
-              help="Output format (json: an array of objects; parquet: with -o only).")
+@click.option("--format", "fmt", type=click.Choice(["table", "line", "csv", "json", "parquet"]),
+              default=None, show_default="table; with -o, from its suffix",
+              help="Output format (line: one column per line, as DuckDB's .mode line; json: "
+              "an array of objects; parquet: with -o only).")
 @click.option("--limit", type=click.IntRange(0), default=40, show_default=True,
               help="Rows shown in table output (csv and json print every row).")
 @click.option("--all", "all_rows", is_flag=True, help="Show every row in table output.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result to this file (--format parquet, csv or json).")
+              help="Write the result to this file: .parquet, .csv or .json (or say --format).")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
               show_default=True, help="spark: run the SQL (Spark SQL) in a SparkSession "
               "with every table, and the views the SQL names (with the views they read), "
               "registered (etl.spark.register_warehouse).")
 @click.option("--master", default="local[2]", show_default=True,
               help="With --engine spark: the Spark master (local[N], spark://HOST:PORT, yarn).")
-def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
+def query(sql: str, warehouse_dir: Path, fmt: str | None, limit: int, all_rows: bool,
           output: Path | None, engine: str, master: str) -> None:
     """Run SQL on the warehouse (tables and views).
 
     Table output shows the first rows and how many there are, with the columns that fit
-    the terminal (the others are named below it); csv and json print everything.
+    the terminal (the others are named below it; a view's meaningful columns first); line
+    output shows each row's columns one per line; csv and json print everything. With -o
+    the format is the file's suffix.
 
     \b
     Example:
       etl query "SELECT run_name, iteration, gpu_util FROM gpu_utilization" --format csv
+      etl query "SELECT * FROM run_summary" --format line
+      etl query "SELECT * FROM kernels" -o kernels.parquet
       etl query "SELECT run_name, gpu_util FROM run_summary" --engine spark
     """
     from etl.cli import output as report
     from etl.views.query import export_query, run_query
 
+    if output is not None:
+        fmt = _file_format(output_file(output), fmt)
+    fmt = fmt or "table"
     if engine == "spark":
         if output is not None or fmt == "parquet":
             raise EtlError("--engine spark prints its result (table, csv, json); to write "
@@ -228,16 +252,34 @@ def query(sql: str, warehouse_dir: Path, fmt: str, limit: int, all_rows: bool,
 
     compute_paths_named_in(sql, warehouse_dir)
     if output is not None:
-        if fmt == "table":
-            raise EtlError("-o writes parquet, csv or json: add --format parquet (or csv, json)")
         written = export_query(warehouse_dir, sql, output, fmt)
         click.echo(f"wrote {written:,} rows to {output}")
         return
     if fmt == "parquet":
         raise EtlError("--format parquet writes a file: add -o FILE")
     columns, rows = run_query(warehouse_dir, sql)
+    if fmt in ("table", "line"):  # a display rule: csv and json keep the view's order
+        from etl.cli.plain_table import meaningful_first
+
+        order = meaningful_first(sql, columns)
+        columns, rows = [columns[i] for i in order], [tuple(r[i] for i in order) for r in rows]
     report.print_rows(columns, rows, fmt, None if all_rows else limit)
     _collect_garbage(warehouse_dir)
+
+
+FILE_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".json": "json"}
+
+
+def _file_format(output: Path, fmt: str | None) -> str:
+    """-o's format: --format when given (parquet, csv, json), else the file's suffix."""
+    if fmt in ("table", "line"):
+        raise EtlError(f"-o writes parquet, csv or json, not {fmt}: drop --format {fmt} (the "
+                       "suffix says which) or print without -o")
+    found = fmt or FILE_FORMATS.get(output.suffix.lower())
+    if found is None:
+        raise EtlError(f"-o {output}: no format for the suffix {output.suffix!r}; name the "
+                       "file .parquet, .csv or .json, or add --format parquet (or csv, json)")
+    return found
 
 
 def _spark_rows(warehouse_dir: Path, sql: str, master: str
@@ -315,7 +357,7 @@ def rm_command(names: tuple[str, ...], warehouse_dir: Path) -> None:
 
     published = remove_runs(_existing(warehouse_dir), list(names))
     published.wait_until_visible()
-    click.echo(f"removed {len(names)} run(s): {', '.join(names)}")
+    click.echo(f"removed {counted(len(names), 'run')}: {', '.join(names)}")
 
 
 @main.command(name="mv")
@@ -549,8 +591,12 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
     """
     from etl.present.report import write_report
 
+    output_file(output)
     shown = write_report(warehouse_dir, output, run_names, where)
-    click.echo(f"wrote {output} ({len(shown)} runs)")
+    click.echo(f"wrote {output} ({counted(len(shown), 'run')})")
+
+
+SLOWER_EXIT = 3  # compare --fail-above: B slower (1 is an error, 2 a usage error)
 
 
 @main.command()
@@ -564,7 +610,12 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="Output format (csv and json: every column, full "
               "precision, one row per quantity with its part).")
-def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fmt: str) -> None:
+@click.option("--fail-above", "fail_above", type=click.FloatRange(0), default=None,
+              metavar="PCT", help=f"Exit with code {SLOWER_EXIT} when B's mean iteration time "
+              "is slower than A's by more than PCT percent, the whole 95% interval of the "
+              "difference above it (for CI; too few samples for an interval: says so, exit 0).")
+def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fmt: str,
+            fail_above: float | None) -> None:
     """Compare two runs, or two groups of repeated runs: window, busy, gpu_util,
     throughput and the four levels side by side, then the ops (layers, kernels) whose GPU
     time changed most.
@@ -584,6 +635,7 @@ def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fm
       etl compare resnet_fp32_eager resnet_amp_eager --by kernel --format csv
       etl compare repeat:fp32 repeat:amp
       etl compare fp32_a,fp32_b,fp32_c amp_a,amp_b,amp_c
+      etl compare repeat:main repeat:branch --fail-above 5    # exit 3: 5% slower, surely
     """
     from etl.cli import output as report
     from etl.present.compare import COLUMNS, compare as compare_runs
@@ -591,7 +643,25 @@ def compare(side_a: str, side_b: str, warehouse_dir: Path, by: str, top: int, fm
     rows = compare_runs(warehouse_dir, side_a, side_b, by, top)
     if fmt != "table":
         report.print_rows(COLUMNS, [tuple(r[c] for c in COLUMNS) for r in rows], fmt)
-        return
+    else:
+        _compare_tables(rows, side_a, side_b, by, top)
+    if fail_above is not None:
+        _fail_if_slower(rows, fail_above)
+
+
+def _fail_if_slower(rows: list[dict[str, Any]], percent: float) -> None:
+    from etl.present.compare import gate
+
+    judged = gate(rows, percent)
+    click.echo(judged.line, err=True)
+    if judged.slower:
+        sys.exit(SLOWER_EXIT)
+
+
+def _compare_tables(rows: list[dict[str, Any]], side_a: str, side_b: str, by: str,
+                    top: int) -> None:
+    from etl.cli import output as report
+
     shown = ["metric", "unit", "n_a", "n_b", "mean_a", "mean_b", "ratio", "diff_ci_low",
              "diff_ci_high", "p_value", "verdict"]
     samples = rows[0]["samples"] if rows else "iterations"
@@ -645,7 +715,7 @@ def export_trace(run: str, warehouse_dir: Path, iteration: int | None, source: i
                                          source).items():
             click.echo(f"wrote {path} ({count} events)")
         return
-    count = export(warehouse_dir, run, Path(output), iteration, source)
+    count = export(warehouse_dir, run, output_file(Path(output)), iteration, source)
     click.echo(f"wrote {output} ({count} events)")
 
 

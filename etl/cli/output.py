@@ -10,7 +10,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from etl.core.errors import one_line
+from etl.core.errors import counted, one_line
 from etl.extract import progress as file_progress
 
 if TYPE_CHECKING:  # `etl query` prints through this module without the ingest's imports
@@ -86,7 +86,8 @@ def summary(results: list[RunResult]) -> None:
                       f"{r.ncu_kernels:,}", f"{r.anomalies:,}", f"{r.seconds:.2f}",
                       *((one_line("; ".join(r.notes)),) if noted else ()))
     total = sum(r.seconds for r in results)
-    table.add_row(f"{len(results)} runs", _counts(results), f"{sum(r.events for r in results):,}",
+    table.add_row(counted(len(results), "run"), _counts(results),
+                  f"{sum(r.events for r in results):,}",
                   f"{sum(r.kernels for r in results):,}",
                   f"{sum(r.ncu_kernels for r in results):,}",
                   f"{sum(r.anomalies for r in results):,}", f"{total:.2f}",
@@ -121,7 +122,8 @@ def _plain(value: Any) -> Any:
 
 def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str,
                limit: int | None = None) -> None:
-    """Rows as json, csv (every row, every digit) or a table (the first `limit` rows)."""
+    """Rows as json, csv (every row, every digit), a table or lines (the first `limit`
+    rows)."""
     if fmt == "json":
         json.dump([dict(zip(columns, map(_plain, row))) for row in rows], sys.stdout)
         sys.stdout.write("\n")
@@ -129,6 +131,11 @@ def print_rows(columns: list[str], rows: list[tuple[Any, ...]], fmt: str,
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows([["" if v is None else _plain(v) for v in row] for row in rows])
+    elif fmt == "line":
+        from etl.cli.plain_table import render_lines
+
+        shown = rows if limit is None else rows[:limit]
+        sys.stdout.write("\n".join(render_lines(columns, shown, len(rows))) + "\n")
     else:
         _table_rows(columns, rows, limit)
 

@@ -37,6 +37,16 @@ def _reread_bytes(match: re.Match[str]) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
+IRREGULAR = {"anomaly": "anomalies"}
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 run`, `2 runs`, `1 anomaly`, `3 anomalies`: messages read as sentences."""
+    if n == 1:
+        return f"{n:,} {noun}"
+    return f"{n:,} {IRREGULAR.get(noun, noun + 's')}"
+
+
 def one_line(text: str) -> str:
     """A message for the terminal: encodable, control characters escaped, one line.
 

@@ -119,25 +119,48 @@ def write_monitor_logs(folder: Path, session_start_ns: int, span: tuple[int, int
     """nvidia-smi CSV (local time in `timezone`) and DCGM exporter scrapes over `span`."""
     rng = random.Random(seed)
     zone = ZoneInfo(timezone)
-    smi = ["timestamp, index, utilization.gpu [%], power.draw [W]"]
+    smi = [SMI_HEADER]
     prom: list[str] = []
     for offset in range(span[0], span[1], SAMPLE_NS):
-        ns = session_start_ns + offset + SAMPLE_NS // 2
-        moment = datetime.fromtimestamp(ns // 10**9, UTC) + timedelta(
-            microseconds=(ns % 10**9) // 1000)
-        local = moment.astimezone(zone).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
-        smi.append(f"{local}, 0, {rng.choice((99, 100, 100))} %, {rng.uniform(280, 320):.2f} W")
-        prom.append(moment.isoformat())
-        labels = ('{gpu="0",UUID="GPU-synthetic-0",pci_bus_id="00000000:07:00.0",'
-                  'device="nvidia0",modelName="synthetic-A100",Hostname="synthetic"}')
+        moment = sample_moment(session_start_ns + offset + SAMPLE_NS // 2)
+        smi.append(smi_line(moment, zone, rng))
+        prom += dcgm_scrape(moment, rng)
+    write_logs(folder, smi, prom)
+
+
+SMI_HEADER = "timestamp, index, utilization.gpu [%], power.draw [W]"
+MONITOR_NOTE = "# SYNTHETIC log written by `etl demo` (etl/demo/nsys.py): generated, not measured."
+
+
+def sample_moment(ns: int) -> datetime:
+    """A sample's instant, to the µs the logs print."""
+    return datetime.fromtimestamp(ns // 10**9, UTC) + timedelta(microseconds=(ns % 10**9) // 1000)
+
+
+def smi_line(moment: datetime, zone: ZoneInfo, rng: random.Random) -> str:
+    """One nvidia-smi CSV row in local time (nvidia-smi prints no zone)."""
+    local = moment.astimezone(zone).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+    return f"{local}, 0, {rng.choice((99, 100, 100))} %, {rng.uniform(280, 320):.2f} W"
+
+
+def dcgm_scrape(moment: datetime, rng: random.Random) -> list[str]:
+    """One DCGM exporter scrape: its time, then SMACT, SMOCC, TENSO and GRACT of GPU 0."""
+    labels = ('{gpu="0",UUID="GPU-synthetic-0",pci_bus_id="00000000:07:00.0",'
+              'device="nvidia0",modelName="synthetic-A100",Hostname="synthetic"}')
+    return [moment.isoformat()] + [
+        f"{name}{labels} {level + rng.uniform(-0.01, 0.01):.3f}"
         for name, level in (("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 0.98),
                             ("DCGM_FI_PROF_SM_ACTIVE", 0.90), ("DCGM_FI_PROF_SM_OCCUPANCY", 0.35),
-                            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.03)):
-            prom.append(f"{name}{labels} {level + rng.uniform(-0.01, 0.01):.3f}")
-    note = "# SYNTHETIC log written by `etl demo` (etl/demo/nsys.py): generated, not measured."
-    (folder / "nvidia-smi.csv").write_text("\n".join(smi) + "\n", encoding="utf-8")
-    (folder / "dcgm-exporter.prom").write_text("\n".join([note, *prom]) + "\n",
-                                               encoding="utf-8")
+                            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", 0.03))]
+
+
+def write_logs(folder: Path, smi: list[str], prom: list[str]) -> None:
+    """nvidia-smi.csv and dcgm-exporter.prom, each only when it has samples."""
+    if len(smi) > 1:
+        (folder / "nvidia-smi.csv").write_text("\n".join(smi) + "\n", encoding="utf-8")
+    if prom:
+        (folder / "dcgm-exporter.prom").write_text("\n".join([MONITOR_NOTE, *prom]) + "\n",
+                                                   encoding="utf-8")
 
 
 def write_nsys_demo(folder: Path, seed: str, session_start_ns: int, timezone: str) -> None:

@@ -2,7 +2,8 @@
 
 Nothing here was measured (see kineto.py for what the runs exercise): kineto.py writes the
 PyTorch profiler traces, ncu.py an Nsight Compute export of one step, nsys.py an Nsight
-Systems export with two monitor logs, xplane.py TensorFlow-format profiles.
+Systems export with two monitor logs, xplane.py TensorFlow-format profiles, overhead.py
+four runs of one experiment that differ in their instrument (instrument_overhead).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from etl.demo.kineto import (BASE_TIME_NS, DEMO_RUNS, GPU_NAME, ITERATIONS, NCU_
                              write_trace)
 from etl.demo.ncu import write_ncu_export
 from etl.demo.nsys import write_nsys_demo
+from etl.demo.overhead import write_overhead_demo
 from etl.demo.xplane import write_tf_demo
 
 
@@ -36,7 +38,7 @@ def write_demo(dest: Path, seed: int = 0) -> list[Path]:
             _write_unrelated_files(folder)
         folders.append(folder)
     folders.append(_write_nsys_run(dest, seed))
-    return folders + write_tf_demo(dest, seed)
+    return folders + write_tf_demo(dest, seed) + write_overhead_demo(dest, seed)
 
 
 NSYS_RUN = "resnet_amp_nsys"

@@ -20,7 +20,7 @@ from typing import Any
 
 from etl.core import VERSION as __version__
 from etl.load import device_memory
-from etl.core.errors import EtlError, InputError, RunError
+from etl.core.errors import EtlError, InputError, RunError, counted
 from etl.extract.registry import Format, NothingToIngest, NotThisFormat, grouped_by_reader
 from etl.core.errors import name_text
 from etl.match.stage import Preference, match_run
@@ -41,8 +41,9 @@ from etl.warehouse.store import RUN_TABLES, Publication, TableWriter, Warehouse
 # gets from unchanged inputs (the data files below are hashed instead): the runs ingested
 # before are then re-ingested, not reported unchanged. 2: issue #33 (anomalies that say
 # what a run lacks, GPU names of every source). 3: the syncs table (issue #30).
-# 4: collective_ops (issue #32). 5: collective_ops from nsys's NCCL ranges.
-ROWS_REVISION = 5
+# 4: collective_ops (issue #32). 5: collective_ops from nsys's NCCL ranges. 6: runs'
+# seconds_per_iteration from run.toml (issue #33).
+ROWS_REVISION = 6
 
 
 def extractor_version() -> str:
@@ -67,6 +68,7 @@ class RunResult:
     kernels: int = 0            # GPU kernels of the traces
     ncu_kernels: int = 0        # kernels of the counters exports (ncu_kernels rows)
     anomalies: int = 0
+    anomaly_kinds: dict[str, int] = field(default_factory=dict)  # count by kind, largest first
     seconds: float = 0.0
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
@@ -122,7 +124,10 @@ def prepare_folder(folder: Path | RunTarget, warehouse: Warehouse, options: Opti
 
 
 def _display_path(target: RunTarget, path: str) -> str:
-    """`run_name/relative/path` for files inside the run folder, else the path as given."""
+    """`run_name/relative/path` for files inside the run folder, else the path as given
+    (also for a run given as one file: its path says which)."""
+    if target.path.is_file():
+        return path
     try:
         return f"{target.name}/{Path(path).relative_to(target.path)}"
     except ValueError:
@@ -228,9 +233,18 @@ def _stage_run(run: RunFolder, dims: dict[str, Any], toml_text: str | None, key:
     counts = {t: w.rows for t, w in writers.items()}
     row = _runs_row(run, key.run_id, dims, toml_text, sources, counts, key.publish_id,
                     set_aside)
-    result = _result(run, key.run_id, sources, counts, set_aside)
+    result = _result(run, key.run_id, sources, counts, set_aside, _anomaly_kinds(staged))
     result.warnings += _unreachable(run, staged, counts["kernels"])
     return Prepared(result, staged, row)
+
+
+def _anomaly_kinds(staged: Path) -> dict[str, int]:
+    """The staged anomalies counted by kind, the most frequent first."""
+    import pyarrow.parquet as pq
+
+    kinds = pq.read_table(staged / "anomalies.parquet", columns=["kind"]).column("kind")
+    counts = {str(c["values"]): int(c["counts"]) for c in kinds.value_counts().to_pylist()}
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _step_hints(staged: Path, sources: list[Source], iterations: Any) -> Any:
@@ -621,6 +635,7 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         **{k: dims.get(k) for k in ("model", "framework", "framework_version", "exec_mode",
                                     "precision", "batch_size")},
         "gpu": gpu, "gpu_source": gpu_source, "tags": list(dims.get("tags", [])),
+        "seconds_per_iteration": _float_or_none(dims.get("seconds_per_iteration")),
         "run_toml": toml_text, "truncated": any(s.truncated for s in sources),
         "extractor_version": extractor_version(),
         "ingested_at": datetime.now(UTC),
@@ -630,6 +645,10 @@ def _runs_row(run: RunFolder, run_id: str, dims: dict[str, Any], toml_text: str 
         "ncu_kernel_count": counts["ncu_kernels"],
     }
     return pa.Table.from_pylist([row], schema=table_schema("runs").arrow())
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _source_entry(source: Source) -> dict[str, Any]:
@@ -655,11 +674,11 @@ def _gpu(dims: dict[str, Any], sources: list[Source]) -> tuple[str | None, str |
     return None, None
 
 
-def _result(run: RunFolder, run_id: str, sources: list[Source],
-            counts: dict[str, int], set_aside: list[SetAside]) -> RunResult:
+def _result(run: RunFolder, run_id: str, sources: list[Source], counts: dict[str, int],
+            set_aside: list[SetAside], kinds: dict[str, int]) -> RunResult:
     result = RunResult(run.name, "ingested", run_id, events=_trace_events(sources),
                        kernels=counts["kernels"], ncu_kernels=counts["ncu_kernels"],
-                       anomalies=counts["anomalies"])
+                       anomalies=counts["anomalies"], anomaly_kinds=kinds)
     for rel, reason in run.skipped:
         result.warnings.append(f"{run.name}/{rel}: skipped ({reason})")
     for s in set_aside:
@@ -672,15 +691,28 @@ def _result(run: RunFolder, run_id: str, sources: list[Source],
             result.notes.append(note)
             result.warnings.append(f"{run.name}/{source.rel}: {line}")
     if result.anomalies:
-        result.warnings.append(f"{run.name}: {result.anomalies} anomalies recorded "
-                               f"(SELECT kind, count(*) FROM anomalies WHERE run_id = "
-                               f"'{run_id}' GROUP BY kind)")
+        by_kind = ", ".join(f"{kind} {n:,}" for kind, n in kinds.items())
+        result.warnings.append(f"{run.name}: {counted(result.anomalies, 'anomaly')} recorded: "
+                               f"{by_kind} (each with its detail in the view run_anomalies, by "
+                               "run_name, and in etl report)")
     return result
+
+
+class Published(list[RunResult]):
+    """The results of publish_all, and its last publication (None when nothing was
+    published): `wait()` returns once it is visible to queries."""
+
+    last: Publication | None = None
+
+    def wait(self) -> None:
+        if self.last is not None:
+            self.last.wait_until_visible()
 
 
 def ingest_all(folders: Sequence[Path | RunTarget], warehouse: Warehouse,
                options: Options = Options(),
-               on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+               on_done: Callable[[RunResult], None] | None = None, wait: bool = True
+               ) -> Published:
     """Extract runs in `options.jobs` processes; publish them one at a time, here.
 
     A single run gets the processes for its big traces instead (slice decoding).
@@ -688,25 +720,26 @@ def ingest_all(folders: Sequence[Path | RunTarget], warehouse: Warehouse,
     warehouse.init()
     if len(folders) == 1:
         options = replace(options, slice_workers=options.jobs, jobs=1)
-    return publish_all(_prepared(folders, warehouse, options), warehouse, on_done)
+    return publish_all(_prepared(folders, warehouse, options), warehouse, on_done, wait)
 
 
 def publish_all(prepared: Iterable[Prepared], warehouse: Warehouse,
-                on_done: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+                on_done: Callable[[RunResult], None] | None = None, wait: bool = True
+                ) -> Published:
     """Publish staged runs one at a time, in this one process (the warehouse's single
-    writer), as they arrive; return once the last publish is visible."""
-    results: list[RunResult] = []
-    last: Publication | None = None
+    writer), as they arrive; return once the last publish is visible (unless `wait` is
+    False: then the caller does other work first, and calls `.wait()` before it returns)."""
+    results = Published()
     for item in prepared:
         if item.staged is not None and item.result.run_id is not None:
-            last = warehouse.publish(item.staged, item.runs_row)
-            if last.late:
+            results.last = warehouse.publish(item.staged, item.runs_row)
+            if results.last.late:
                 item.result.warnings.append(LATE_PUBLISH)
         results.append(item.result)
         if on_done:
             on_done(item.result)
-    if last is not None:
-        last.wait_until_visible()  # what this returns is what the next query sees
+    if wait:
+        results.wait()  # what this returns is what the next query sees
     return results
 
 
@@ -721,11 +754,13 @@ def _prepared(folders: Sequence[Path | RunTarget], warehouse: Warehouse, options
         for folder in folders:
             yield prepare_folder(folder, warehouse, options)
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    context = multiprocessing.get_context("spawn")  # no inherited locks or open handles
-    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    from etl.extract.worker_pool import spawn_context
+
+    # spawned: no inherited locks or open handles; without the caller's main script, so
+    # that etl.ingest works from a plain script (etl/extract/worker_pool.py)
+    with ProcessPoolExecutor(jobs, mp_context=spawn_context()) as pool:
         futures = [pool.submit(prepare_folder, f, warehouse, options) for f in folders]
         for future in as_completed(futures):
             yield future.result()

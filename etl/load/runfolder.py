@@ -23,6 +23,9 @@ DIMENSIONS: dict[str, type | tuple[type, ...]] = {
     "gpu_memory_bytes": int,  # device's total memory where the trace does not say
     "nvidia_smi_query": str,  # the --query-gpu list of a noheader nvidia-smi log: its fields
     "step_pattern": str,  # regex of step markers (Kineto, nsys), group 1 the iteration number
+    # the job's own time per iteration, for runs whose instruments record no iterations
+    # (monitor logs): instrument_overhead compares it with the traced runs'
+    "seconds_per_iteration": (int, float),
 }
 
 
@@ -39,6 +42,7 @@ class RunFolder:
     # profiler output its reader found nothing to ingest in (an nsys stats summary)
     nothing_to_ingest: list[str] = field(default_factory=list)
     run_toml: Path | None = None
+    single: Path | None = None  # the one file of a run given as a file, not a folder
 
     def of_role(self, role: Role) -> list[tuple[Path, Format]]:
         return [(p, f) for p, f in self.inputs if f.role == role]
@@ -49,8 +53,9 @@ class RunFolder:
 
     def location(self) -> str:
         """The folder's absolute path as stored in `runs.run_path` (valid UTF-8): a parent
-        folder's name may be as undecodable as the run's own."""
-        return name_text(str(self.path.resolve()))
+        folder's name may be as undecodable as the run's own; a file's for a run given as
+        one file."""
+        return name_text(str((self.single or self.path).resolve()))
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,12 @@ def find_run_folders(paths: list[Path], prefix: bool = False,
     """
     targets: list[RunTarget] = []
     for path in paths:
+        if path.is_file():
+            targets.append(RunTarget(path, _file_run(path)))
+            continue
         if not path.is_dir():
-            raise RunError(f"{path}: not a folder; pass a run folder or a folder of run folders")
+            raise RunError(f"{path}: not a file or folder; pass a trace file, a run folder or "
+                           "a folder of run folders")
         found = _runs_under(path.resolve(), set())
         if not found:
             raise RunError(_nothing_found(path))
@@ -88,6 +97,28 @@ def find_run_folders(paths: list[Path], prefix: bool = False,
         targets = [RunTarget(targets[0].path, name)]
     _refuse_duplicate_names(targets)
     return targets
+
+
+# what profilers add to a file's name: `rank0.pt.trace.json.gz` is the run `rank0`
+PROFILER_SUFFIXES = (".gz", ".json", ".trace", ".pt", ".pb", ".xplane", ".sqlite", ".csv",
+                     ".ncu-rep", ".log", ".txt", ".prom")
+
+
+def file_run_name(file: Path) -> str:
+    """A single file's run name: its name without the profiler's suffixes."""
+    name = name_text(file.name)
+    while (stem := name.rsplit(".", 1)[0]) and name.endswith(PROFILER_SUFFIXES):
+        name = stem
+    return name
+
+
+def _file_run(file: Path) -> str:
+    """The run name of a file given by itself, which must be profiler output."""
+    fmt, _ = registry.recognise(file, read_head)
+    if fmt is None:
+        raise RunError(f"{file}: {_unrecognised(file)}; `etl formats` lists what is read "
+                       "(a folder of such files is a run: pass the folder)")
+    return file_run_name(file)
 
 
 def _run_name(folder: Path, base: Path, prefix: bool) -> str:
@@ -155,7 +186,13 @@ def _duplicate(name: str, first: Path, second: Path) -> RunError:
 
 
 def scan(path: Path, name: str | None = None) -> RunFolder:
-    """Classify every file under the run folder (recursively, symlink loops refused)."""
+    """Classify every file under the run folder (recursively, symlink loops refused); a
+    file given by itself is a run of that one file (no run.toml)."""
+    if path.is_file():
+        run = RunFolder(name if name is not None else file_run_name(path), path.parent,
+                        single=path)
+        run.inputs.append((path, registry.recognise(path, read_head)[0] or _refused(path)))
+        return run
     run = RunFolder(name if name is not None else name_text(path.name), path)
     others: list[Path] = []
     files = _walk(path, others)
@@ -175,6 +212,10 @@ def scan(path: Path, name: str | None = None) -> RunFolder:
             run.inputs.append((file, fmt))
     _not_regular(run, others)
     return run
+
+
+def _refused(file: Path) -> Format:
+    raise InputError(file, _unrecognised(file), None, "`etl formats` lists what is read")
 
 
 def _not_regular(run: RunFolder, others: list[Path]) -> None:
@@ -272,6 +313,11 @@ def read_run_toml(path: Path) -> tuple[dict[str, Any], str]:
                          "17179869184 for 16 GiB")
     if "step_pattern" in doc:
         _check_step_pattern(path, doc["step_pattern"])
+    seconds = doc.get("seconds_per_iteration")
+    if seconds is not None and (isinstance(seconds, bool) or not 0 < seconds < 1e6):
+        raise InputError(path, "seconds_per_iteration must be a positive number of seconds",
+                         "key seconds_per_iteration", "write the training log's time per "
+                         "iteration, e.g. 0.125")
     return doc, text
 
 

@@ -7,7 +7,8 @@ difference and Welch's t-test (scipy.stats.ttest_ind, unequal variances) are giv
 verdict is `changed` when p < 0.05, `within noise` otherwise, and `one sample` when a run
 has fewer than two iterations (no test is possible), `no data` when one has none (no
 ncu export for the levels). The four levels come from
-run_utilization (one value per device).
+run_utilization (one value per device). Each table is read once for the runs of both
+sides (a query's fixed cost, binding views over views, is most of its time).
 
 A side may name several runs: repeats of one configuration. `A` and `B` are each a run
 name, run names joined by commas (`r1,r2,r3`), or `repeat:<group>`, every run whose
@@ -56,7 +57,8 @@ STEADY = """
     JOIN run_summary AS s
       ON s.run_id = g.run_id AND s.source_id = g.source_id AND s.device_id = g.device_id
     JOIN runs AS r ON r.run_id = g.run_id
-    WHERE g.run_name = ? AND (s.selected_iteration IS NULL OR g.iteration >= s.selected_iteration)
+    WHERE g.run_name IN {runs}
+      AND (s.selected_iteration IS NULL OR g.iteration >= s.selected_iteration)
 """
 
 
@@ -74,8 +76,6 @@ class Difference:
 
 def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     """Means, B - A, B / A, Welch's 95% interval of B - A and its p-value."""
-    from scipy import stats
-
     mean_a, mean_b = _mean(a), _mean(b)
     diff = mean_b - mean_a if mean_a is not None and mean_b is not None else None
     ratio = mean_b / mean_a if mean_a and mean_b is not None else None
@@ -86,11 +86,29 @@ def difference(a: Sequence[float], b: Sequence[float]) -> Difference:
     if _constant(a) and _constant(b):  # no spread at all: the difference is exact
         verdict = "within noise" if diff == 0 else "changed"
         return Difference(mean_a, mean_b, diff, ratio, diff, diff, None, verdict)
-    result = stats.ttest_ind(b, a, equal_var=False)
-    interval = result.confidence_interval(1 - ALPHA)
-    p = float(result.pvalue)
-    return Difference(mean_a, mean_b, diff, ratio, float(interval.low), float(interval.high),
-                      p, "changed" if p < ALPHA else "within noise")
+    assert mean_a is not None and mean_b is not None and diff is not None
+    low, high, p = welch(a, b, mean_a, mean_b)
+    return Difference(mean_a, mean_b, diff, ratio, low, high, p,
+                      "changed" if p < ALPHA else "within noise")
+
+
+def welch(a: Sequence[float], b: Sequence[float], mean_a: float, mean_b: float
+          ) -> tuple[float, float, float]:
+    """Welch's (1 - ALPHA) interval of B - A and its two-sided p-value: what
+    scipy.stats.ttest_ind(b, a, equal_var=False) gives, from Student's t in scipy.special
+    (scipy.stats alone took 0.8 s to import, half of a compare)."""
+    from scipy.special import stdtr, stdtrit
+
+    qa, qb = _variance(a, mean_a) / len(a), _variance(b, mean_b) / len(b)
+    se = math.sqrt(qa + qb)
+    df = (qa + qb) ** 2 / (qa ** 2 / (len(a) - 1) + qb ** 2 / (len(b) - 1))
+    diff = mean_b - mean_a
+    half = float(stdtrit(df, 1 - ALPHA / 2)) * se
+    return diff - half, diff + half, float(2 * stdtr(df, -abs(diff) / se))
+
+
+def _variance(values: Sequence[float], mean: float) -> float:
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -124,15 +142,25 @@ def _pooled(per_run: Sequence[Samples], by_run: bool) -> Samples:
     return out
 
 
-def _run_summary(con: duckdb.DuckDBPyConnection, run: str) -> Samples:
-    """Window, busy, gpu_util and throughput per steady iteration; levels per device."""
-    steady = con.execute(STEADY, [run]).fetchall()
-    out = {metric: [float(r[column]) for r in steady if r[column] is not None]
-           for column, (metric, _) in enumerate(SUMMARY_METRICS, 4)}
-    for level in LEVELS[1:]:
-        out[level] = [v for (v,) in con.execute(
-            f"SELECT {level} FROM run_utilization WHERE run_name = ? AND {level} IS NOT NULL",
-            [run]).fetchall()]
+def _in(runs: Sequence[str]) -> str:
+    return "(" + ", ".join("?" for _ in runs) + ")"
+
+
+def _run_summaries(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> dict[str, Samples]:
+    """Per run: window, busy, gpu_util and throughput per steady iteration; levels per
+    device (one query each for all the runs)."""
+    metrics = [m for m, _ in SUMMARY_METRICS] + list(LEVELS[1:])
+    out: dict[str, Samples] = {r: {m: [] for m in metrics} for r in runs}
+    for row in con.execute(STEADY.format(runs=_in(runs)), list(runs)).fetchall():
+        for column, (metric, _) in enumerate(SUMMARY_METRICS, 4):
+            if row[column] is not None:
+                out[row[0]][metric].append(float(row[column]))
+    levels = ", ".join(LEVELS[1:])
+    for run, *values in con.execute(f"SELECT run_name, {levels} FROM run_utilization WHERE "
+                                    f"run_name IN {_in(runs)}", list(runs)).fetchall():
+        for level, value in zip(LEVELS[1:], values):
+            if value is not None:
+                out[run][level].append(value)
     return out
 
 
@@ -140,7 +168,8 @@ def summary(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Seque
             ) -> list[dict[str, Any]]:
     """Window, busy, gpu_util and throughput per iteration; the levels of run_utilization."""
     by_run = len(runs_a) > 1 or len(runs_b) > 1
-    a, b = (_pooled([_run_summary(con, r) for r in runs], by_run) for runs in (runs_a, runs_b))
+    per_run = _run_summaries(con, sorted({*runs_a, *runs_b}))
+    a, b = (_pooled([per_run[r] for r in runs], by_run) for runs in (runs_a, runs_b))
     units = dict(SUMMARY_METRICS) | {level: "0..1" for level in LEVELS[1:]}
     return [_row("summary", metric, unit, a[metric], b[metric], _unit(by_run))
             for metric, unit in units.items()]
@@ -157,7 +186,7 @@ def changes(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Seque
         raise EtlError("--by kernel_type: this warehouse's kernels have no kernel_type column "
                        "yet; use --by op, layer or kernel")
     by_run = len(runs_a) > 1 or len(runs_b) > 1
-    per_run = {r: _group_samples(con, r, GROUPINGS[by]) for r in {*runs_a, *runs_b}}
+    per_run = _group_samples(con, sorted({*runs_a, *runs_b}), GROUPINGS[by])
     groups = sorted({g for _, found in per_run.values() for g in found})
     a, b = (_pooled([{g: _padded(per_run[r], g) for g in groups} for r in runs], by_run)
             for runs in (runs_a, runs_b))
@@ -167,26 +196,32 @@ def changes(con: duckdb.DuckDBPyConnection, runs_a: Sequence[str], runs_b: Seque
     return rows[:top]
 
 
-def _group_samples(con: duckdb.DuckDBPyConnection, run: str, key: str
-                   ) -> tuple[list[tuple[int, int | None]], dict[str, dict[tuple[int, Any],
-                                                                          float]]]:
-    """The steady (source, iteration) samples of a run and each group's ns in each."""
+RunGroups = tuple[list[tuple[int, Any]], dict[str, dict[tuple[int, Any], float]]]
+
+
+def _group_samples(con: duckdb.DuckDBPyConnection, runs: Sequence[str], key: str
+                   ) -> dict[str, RunGroups]:
+    """Per run: its steady (source, iteration) samples and each group's ns in each."""
     found = con.execute(
-        f"WITH steady AS (SELECT DISTINCT run_name, source_id, iteration FROM ({STEADY})) "
-        f"SELECT {key} AS grp, k.source_id, k.iteration, sum(k.dur_ns) AS ns "
+        "WITH steady AS (SELECT DISTINCT run_name, source_id, iteration FROM "
+        f"({STEADY.format(runs=_in(runs))})) "
+        f"SELECT r.run_name, {key} AS grp, k.source_id, k.iteration, sum(k.dur_ns) AS ns "
         "FROM kernels AS k JOIN runs AS r ON r.run_id = k.run_id "
         "JOIN steady AS s ON s.run_name = r.run_name AND s.source_id = k.source_id "
         "AND s.iteration IS NOT DISTINCT FROM k.iteration "
-        "WHERE k.kind = 'kernel' AND k.dur_ns >= 0 GROUP BY ALL", [run]).fetchall()
-    keys = sorted({(s, i) for _, s, i, _ in found}, key=lambda k: (k[0], k[1] is None, k[1]))
-    groups: dict[str, dict[tuple[int, Any], float]] = {}
-    for grp, source, iteration, ns in found:
-        groups.setdefault(str(grp), {})[(source, iteration)] = float(ns)
-    return keys, groups
+        "WHERE k.kind = 'kernel' AND k.dur_ns >= 0 GROUP BY ALL", list(runs)).fetchall()
+    out: dict[str, RunGroups] = {}
+    for run in runs:
+        mine = [row[1:] for row in found if row[0] == run]
+        keys = sorted({(s, i) for _, s, i, _ in mine}, key=lambda k: (k[0], k[1] is None, k[1]))
+        groups: dict[str, dict[tuple[int, Any], float]] = {}
+        for grp, source, iteration, ns in mine:
+            groups.setdefault(str(grp), {})[(source, iteration)] = float(ns)
+        out[run] = (keys, groups)
+    return out
 
 
-def _padded(run: tuple[list[tuple[int, Any]], dict[str, dict[tuple[int, Any], float]]],
-            group: str) -> list[float]:
+def _padded(run: RunGroups, group: str) -> list[float]:
     keys, groups = run
     times = groups.get(group, {})
     return [times.get(k, 0.0) for k in keys]
@@ -213,6 +248,33 @@ def resolve_side(con: duckdb.DuckDBPyConnection, side: str) -> list[str]:
 
 def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
     return column in [d[0] for d in con.execute(f"SELECT * FROM {table} LIMIT 0").description]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """`--fail-above PCT` judged on window_ns (the mean iteration time): `slower` only when
+    B's mean exceeds A's by more than PCT percent with the whole 95% interval of B - A
+    above that threshold; `undecided` when there is no interval (too few samples)."""
+
+    slower: bool
+    undecided: bool
+    line: str
+
+
+def gate(rows: Sequence[dict[str, Any]], percent: float) -> Gate:
+    """The gate over compare()'s rows (see Gate)."""
+    [time] = [r for r in rows if r["part"] == "summary" and r["metric"] == "window_ns"]
+    if time["diff_ci_low"] is None or not time["mean_a"]:
+        return Gate(False, True, f"--fail-above {percent:g}: no 95% interval of the "
+                    f"iteration time's difference ({time['verdict']}: {time['n_a']} and "
+                    f"{time['n_b']} samples); not failing")
+    low, high = (100 * time[k] / time["mean_a"] for k in ("diff_ci_low", "diff_ci_high"))
+    change = 100 * time["diff"] / time["mean_a"]
+    said = (f"B's mean iteration time is {change:+.1f}% of A's (95% interval {low:+.1f}% to "
+            f"{high:+.1f}%)")
+    if low > percent:
+        return Gate(True, False, f"{said}: slower by more than --fail-above {percent:g}%")
+    return Gate(False, False, f"{said}: not slower by more than {percent:g}% throughout")
 
 
 def compare(warehouse: Any, side_a: str, side_b: str, by: str = "op", top: int = 20

@@ -170,7 +170,9 @@ def open_snapshot(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
 
 def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
                  union_by_name: bool = True) -> list[Path]:
-    """Pin every table of `con` to the current publishes as listed now; their folders."""
+    """Pin every table of `con` to the current publishes as listed now; their folders.
+    With `union_by_name`, only the tables whose files differ in their schema are read
+    by name across files (see _mixed_schemas)."""
     from etl.warehouse.compact import SEGMENT_PREFIX
     from etl.core.schema import DERIVED_TABLES, TABLES
     from etl.views.database import snapshot_view_sql
@@ -182,21 +184,47 @@ def pin_snapshot(con: duckdb.DuckDBPyConnection, warehouse: Warehouse,
     keep = ([publish_id for publish_id, _ in chosen]
             if any(f.name.startswith(SEGMENT_PREFIX) for f in folders) else None)
     schema = warehouse.data / SCHEMA_DIR
+    files: dict[str, list[str]] = {}
+    kept: dict[str, list[str] | None] = {}
     for table in TABLES:
         # the zero-row schema file comes first: it keeps the view valid with no runs at
         # all, and its declared types are the ones the other files are read as
-        files = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
+        listed = [schema / f"{table}.parquet"] + [f / f"{table}.parquet" for f in folders]
         # like the stored views' globs, a publish without this table's file has no rows in it
+        files[table] = [str(f) for f in listed if f.exists()]
         # a renamed run's folder also holds its old name's tombstone (etl/warehouse/manage.py)
-        kept = [publish_id for publish_id, _ in chosen] if table == "runs" else keep
-        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
-                                      union_by_name, kept))
+        kept[table] = [publish_id for publish_id, _ in chosen] if table == "runs" else keep
     for table in DERIVED_TABLES:  # the rows computed for the chosen publishes, if any yet
-        files = [warehouse.derived / SCHEMA_DIR / f"{table}.parquet"] + [
+        listed = [warehouse.derived / SCHEMA_DIR / f"{table}.parquet"] + [
             warehouse.derived_file(table, publish_id) for publish_id, _ in chosen]
-        con.execute(snapshot_view_sql(table, [str(f) for f in files if f.exists()],
-                                      union_by_name, None))
+        files[table], kept[table] = [str(f) for f in listed if f.exists()], None
+    mixed = _mixed_schemas(con, files) if union_by_name else set()
+    for table, paths in files.items():
+        con.execute(snapshot_view_sql(table, paths, table in mixed, kept[table]))
     return folders
+
+
+def _mixed_schemas(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]]) -> set[str]:
+    """The tables whose files do not all have one Parquet schema (publishes written under
+    an older schemas/*.toml), compared as sets of columns: DuckDB matches columns by name.
+    The others need no union_by_name, which makes every reference to a table read every
+    file's footer when a query is bound (the report's views bound 3x slower with it)."""
+    from etl.views.database import _sql_string, glob_literal
+
+    parts = []
+    for table, paths in files.items():
+        if len(paths) < 2:  # one file has one schema
+            continue
+        listed = ", ".join(_sql_string(glob_literal(p)) for p in paths)
+        parts.append(
+            f"SELECT {_sql_string(table)} AS t, count(DISTINCT columns) AS schemas FROM ("
+            "SELECT file_name, list_sort(list(CAST(row(name, type, converted_type, "
+            "logical_type, repetition_type, num_children) AS VARCHAR))) AS columns "
+            f"FROM parquet_schema([{listed}]) GROUP BY file_name)")
+    if not parts:
+        return set()
+    return {t for t, schemas in con.execute(" UNION ALL ".join(parts)).fetchall()
+            if schemas != 1}
 
 
 def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse

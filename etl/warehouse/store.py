@@ -141,14 +141,22 @@ class Warehouse:
     def _schema_files_current(self, schema_dir: Path, tables: tuple[str, ...]) -> bool:
         """Every table has its zero-row file, with the schema schemas/ declares now: a
         warehouse made before a table or a column existed gets them written again (the
-        views bind over these files)."""
+        views bind over these files). A folder found current once in this process is
+        known by its inode and mtime: it is only ever replaced whole (a rename)."""
         import pyarrow.parquet as pq
 
+        try:
+            stamp = _folder_stamp(schema_dir)
+        except FileNotFoundError:
+            return False
+        if stamp in _CURRENT_SCHEMA_DIRS:
+            return True
         for table in tables:
             path = schema_dir / f"{table}.parquet"
             if not path.exists() or not pq.read_schema(path).remove_metadata().equals(
                     table_schema(table).arrow()):
                 return False
+        _CURRENT_SCHEMA_DIRS.add(stamp)
         return True
 
     def _write_schema_files(self, schema_dir: Path, tables: tuple[str, ...]) -> None:
@@ -160,6 +168,7 @@ class Warehouse:
         _fsync_together(paths)
         shutil.rmtree(schema_dir, ignore_errors=True)  # an older layout (we hold the lock)
         os.rename(staged, schema_dir)
+        _CURRENT_SCHEMA_DIRS.add(_folder_stamp(schema_dir))
 
     @contextmanager
     def publish_lock(self, wait: bool = True) -> Iterator[None]:
@@ -249,11 +258,16 @@ class Warehouse:
 
     def _scan_runs(self, columns: list[str] | None) -> pa.Table:
         import pyarrow as pa
-        import pyarrow.dataset as ds
 
         schema = table_schema("runs").arrow()
         wanted = None if columns is None else sorted(set(columns) | {"run_name", "publish_seq"})
         files = [str(d / "runs.parquet") for d in self._publish_dirs()]
+        if not files:  # a new warehouse: no scan (pyarrow.dataset alone imports in 60 ms)
+            empty = schema.empty_table() if wanted is None else schema.empty_table().select(
+                wanted)
+            return empty.append_column("folder", pa.array([], pa.string()))
+        import pyarrow.dataset as ds
+
         scanner = ds.dataset(files, schema=schema, format="parquet").scanner(columns=wanted)
         batches, folders = [], []
         for tagged in scanner.scan_batches():
@@ -382,6 +396,15 @@ class Warehouse:
             if (folder.name not in current and folder.name != SCHEMA_DIR and not needed
                     and now - made > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+# schema folders this process found current: (path, device, inode, mtime in ns)
+_CURRENT_SCHEMA_DIRS: set[tuple[str, int, int, int]] = set()
+
+
+def _folder_stamp(folder: Path) -> tuple[str, int, int, int]:
+    st = folder.stat()
+    return str(folder.resolve()), st.st_dev, st.st_ino, st.st_mtime_ns
 
 
 @dataclass(frozen=True)

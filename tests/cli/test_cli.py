@@ -29,10 +29,10 @@ def test_demo_ingest_and_query(tmp_path: Path) -> None:
     assert cli("demo", str(tmp_path / "demo")).returncode == 0
     result = cli("ingest", str(tmp_path / "demo"), "--warehouse", str(tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
-    assert "12 ingested" in result.stdout  # 3 PyTorch, nsys, 8 TF (xplane)
+    assert "16 ingested" in result.stdout  # 3 PyTorch, nsys, 8 TF (xplane), 4 overhead
     assert "train.log: skipped" in result.stderr and "config.json: skipped" in result.stderr
     rows = query_json(tmp_path / "wh", "SELECT run_name, rank, gpu_util FROM run_summary "
-                      "WHERE framework = 'pytorch' ORDER BY run_name, rank")
+                      "WHERE model = 'resnet50-synthetic' ORDER BY run_name, rank")
     assert [r["run_name"] for r in rows] == ["resnet_amp_ddp", "resnet_amp_ddp",
                                              "resnet_amp_eager", "resnet_amp_nsys",
                                              "resnet_fp32_eager"]
@@ -269,3 +269,71 @@ def test_the_command_line_as_a_process_of_its_own(tmp_path: Path, runs_dir: Path
     bad = cli_subprocess("query", "SELECT nope", "--warehouse", tmp_path / "wh")
     assert bad.returncode == 1 and bad.stderr.startswith("error: query failed")
     assert "Traceback" not in bad.stderr and bad.stdout == ""
+
+
+@pytest.mark.parametrize("command", [
+    ["report", "-o", "missing/dir/r.html"],
+    ["export-trace", "resnet_amp_eager", "-o", "missing/x.json"],
+    ["query", "SELECT 1", "-o", "missing/x.csv"],
+])
+def test_an_output_file_in_a_missing_folder_is_one_line_before_the_work(
+        tmp_path: Path, command: list[str]) -> None:
+    """The folder is checked before the warehouse is even opened (the one named here does
+    not exist: the answer is about the output, not the warehouse)."""
+    out = cli(*command, "--warehouse", str(tmp_path / "no-warehouse"), cwd=tmp_path)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.splitlines() == [
+        "error: -o missing/" + command[-1].split("/", 1)[1] + ": the folder "
+        f"{command[-1].rsplit('/', 1)[0]} does not exist; create it (mkdir -p "
+        f"{command[-1].rsplit('/', 1)[0]}) or write elsewhere"]
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_single_trace_file_is_a_run_named_after_it(tmp_path: Path) -> None:
+    trace = tmp_path / "rank0.pt.trace.json.gz"
+    plain = write_trace(tmp_path / "plain.json", tiny_events())
+    trace.write_bytes(gzip.compress(plain.read_bytes()))
+    (tmp_path / "notes.txt").write_text("not a trace")
+    out = cli("ingest", str(trace), "--warehouse", str(tmp_path / "wh"))
+    assert out.returncode == 0, out.stderr
+    [run] = query_json(tmp_path / "wh", "SELECT run_name, run_path, len(sources) AS n, "
+                       "kernel_count FROM runs")
+    assert run == {"run_name": "rank0", "run_path": str(trace), "n": 1, "kernel_count": 1}
+    again = cli("ingest", str(trace), "--warehouse", str(tmp_path / "wh"))
+    assert "1 unchanged" in again.stdout
+    bad = cli("ingest", str(tmp_path / "notes.txt"), "--warehouse", str(tmp_path / "wh"))
+    assert bad.returncode == 1 and bad.stderr.splitlines() == [
+        f"error: {tmp_path / 'notes.txt'}: not a recognised profiler output; `etl formats` "
+        "lists what is read (a folder of such files is a run: pass the folder)"]
+
+
+def test_ingest_counts_anomalies_by_kind_and_says_one_run(tmp_path: Path, runs_dir: Path
+                                                          ) -> None:
+    """Two kernels without a launch and no step markers: counts by kind, no SQL; `1 run`."""
+    write_trace(runs_dir / "odd" / "t.json", [launch(1, 1_000), kernel(1, 10_000, 5_000),
+                                               kernel(8, 20_000, 5_000, name="k2"),
+                                               kernel(9, 30_000, 5_000, name="k3")])
+    out = cli("ingest", str(runs_dir / "odd"), "--warehouse", str(tmp_path / "wh"))
+    assert out.returncode == 0, out.stderr
+    [line] = [x for x in out.stderr.splitlines() if "recorded" in x]
+    assert line == ("warning: odd: 3 anomalies recorded: kernel_without_launch 2, "
+                    "no_step_markers 1 (each with its detail in the view run_anomalies, by "
+                    "run_name, and in etl report)")
+    assert "SELECT" not in out.stderr and "│ 1 run " in out.stdout
+    rows = query_json(tmp_path / "wh", "SELECT kind, count(*) AS n FROM run_anomalies "
+                      "WHERE run_name = 'odd' GROUP BY kind ORDER BY kind")
+    assert rows == [{"kind": "kernel_without_launch", "n": 2}, {"kind": "no_step_markers", "n": 1}]
+
+
+def test_seconds_per_iteration_is_kept_and_checked(tmp_path: Path, runs_dir: Path) -> None:
+    write_trace(runs_dir / "timed" / "t.json", tiny_events())
+    (runs_dir / "timed" / "run.toml").write_text("seconds_per_iteration = 0.02\n")
+    write_trace(runs_dir / "bad" / "t.json", tiny_events())
+    (runs_dir / "bad" / "run.toml").write_text("seconds_per_iteration = -1\n")
+    out = cli("ingest", str(runs_dir), "--warehouse", str(tmp_path / "wh"))
+    assert out.returncode == 1
+    assert [x for x in out.stderr.splitlines() if "bad" in x] == [
+        "error: bad/run.toml: key seconds_per_iteration: seconds_per_iteration must be a "
+        "positive number of seconds. write the training log's time per iteration, e.g. 0.125"]
+    assert query_json(tmp_path / "wh", "SELECT run_name, seconds_per_iteration FROM runs") == [
+        {"run_name": "timed", "seconds_per_iteration": 0.02}]

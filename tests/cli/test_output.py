@@ -91,3 +91,62 @@ def test_etl_query_writes_files_only_when_asked(tmp_path: Path) -> None:
                str(out), "--warehouse", wh)
     assert done.returncode == 0 and done.stdout.strip() == f"wrote 5 rows to {out}"
     assert pq.read_table(out).column("i").to_pylist() == [0, 1, 2, 3, 4]
+
+
+def test_the_suffix_of_o_says_the_format(tmp_path: Path) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    sql = "SELECT range AS i FROM range(3)"
+    for name in ("r.parquet", "r.csv", "r.json"):
+        done = cli("query", sql, "-o", str(tmp_path / name), "--warehouse", wh)
+        assert done.returncode == 0, done.stderr
+    assert pq.read_table(tmp_path / "r.parquet").column("i").to_pylist() == [0, 1, 2]
+    assert (tmp_path / "r.csv").read_text().splitlines() == ["i", "0", "1", "2"]
+    assert json.loads((tmp_path / "r.json").read_text()) == [{"i": 0}, {"i": 1}, {"i": 2}]
+    unknown = cli("query", sql, "-o", str(tmp_path / "r.txt"), "--warehouse", wh)
+    assert unknown.returncode == 1 and unknown.stderr.splitlines() == [
+        f"error: -o {tmp_path / 'r.txt'}: no format for the suffix '.txt'; name the file "
+        ".parquet, .csv or .json, or add --format parquet (or csv, json)"]
+    told = cli("query", sql, "-o", str(tmp_path / "r.txt"), "--format", "csv", "--warehouse", wh)
+    assert told.returncode == 0 and (tmp_path / "r.txt").read_text().startswith("i\n0")
+
+
+def test_line_format_shows_every_column_of_a_row(tmp_path: Path) -> None:
+    wh = str(tmp_path / "wh")
+    assert cli("views", "--warehouse", wh).returncode == 0
+    out = cli("query", "SELECT range AS i, 'x' || repeat('y', 200) AS long_text FROM range(2)",
+              "--format", "line", "--warehouse", wh, env={"COLUMNS": "40"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "        i = 0", "long_text = x" + "y" * 200, "",
+        "        i = 1", "long_text = x" + "y" * 200, "", "(2 rows)"]
+
+
+def test_text_is_cut_only_as_far_as_the_width_needs() -> None:
+    columns, rows = ["name", "n"], [("k" * 100, 1)]
+    wide = render(columns, rows, total=1, width=200)
+    assert wide[2].split() == ["k" * 100, "1"]
+    narrow = render(columns, rows, total=1, width=40)
+    assert narrow[2].split() == ["k" * 36 + "…", "1"] and len(narrow[2]) == 40
+
+
+def test_durations_have_units_one_per_column() -> None:
+    lines = render(["window_ns", "window_start_ns", "tiny_ns"],
+                   [(2_124_456, 1_712_188_800_003_134_367, 12), (500, 5, None)], 2, 120)
+    assert lines[2].split() == ["2.124", "ms", "1712188800003134367", "12"]
+    assert lines[3].split() == ["0.001", "ms", "5", "NULL"]
+
+
+def test_select_star_shows_a_views_meaningful_columns_first(demo_warehouse: Path) -> None:
+    out = cli("query", "SELECT * FROM run_summary WHERE run_name = 'resnet_amp_eager'",
+              "--warehouse", str(demo_warehouse), env={"COLUMNS": "100"})
+    header = out.stdout.splitlines()[0].split()
+    assert header[:3] == ["run_name", "rank", "device_id"] and "gpu_util" in header
+    assert "run_id" not in header and "source_id" not in header
+    named = cli("query", "SELECT run_id, gpu_util FROM run_summary", "--warehouse",
+                str(demo_warehouse))
+    assert named.stdout.splitlines()[0].split() == ["run_id", "gpu_util"]

@@ -67,7 +67,7 @@ def test_an_export_without_steps_names_its_step_pattern(tmp_path: Path) -> None:
     done = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
     assert done.returncode == 0, done.stderr
     suggested = "step_pattern = '^train_batch (\\d+)$'"
-    [line] = [x for x in done.stderr.splitlines() if KIND in x]
+    [line] = [x for x in done.stderr.splitlines() if f"anomaly {KIND}" in x]
     assert suggested in line
     [hint] = query_json(tmp_path / "wh", "SELECT source_id, event_id, detail FROM anomalies "
                         f"WHERE kind = '{KIND}'")

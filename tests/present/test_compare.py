@@ -182,3 +182,32 @@ def test_unknown_repeat_group_names_the_fix(repeats: Path) -> None:
     assert result.stderr.startswith("error: no run is tagged 'repeat:nope'; add tags = ")
     missing = cli("compare", "a1,zz", "a2", "--warehouse", str(repeats))
     assert missing.returncode == 1 and missing.stderr.startswith("error: no run named zz")
+
+
+def test_fail_above_gates_on_the_whole_interval(demo_warehouse: Path) -> None:
+    """fp32 against AMP (B slower): window_ns +43.7%, its 95% interval from +41.1%; the
+    exit code is 3 only when even the interval's low end is above the threshold."""
+    import math as m
+
+    wh = ["--warehouse", str(demo_warehouse), "--format", "json"]
+    runs = ["resnet_amp_eager", "resnet_fp32_eager"]
+    [time] = [r for r in json.loads(cli("compare", *runs, *wh).stdout)
+              if r["metric"] == "window_ns"]
+    low = 100 * time["diff_ci_low"] / time["mean_a"]
+    mean = 100 * time["diff"] / time["mean_a"]
+    assert 5 < low < mean
+    below, between = m.floor(low) - 1, (low + mean) / 2
+    slower = cli("compare", *runs, *wh, "--fail-above", str(below))
+    assert slower.returncode == 3 and slower.stderr.strip().endswith(
+        f"slower by more than --fail-above {below:g}%")
+    unsure = cli("compare", *runs, *wh, "--fail-above", f"{between:.3f}")
+    assert unsure.returncode == 0 and "not slower by more than" in unsure.stderr
+    faster = cli("compare", *reversed(runs), *wh, "--fail-above", "0")
+    assert faster.returncode == 0
+
+
+def test_fail_above_without_an_interval_says_so_and_passes(repeats: Path) -> None:
+    out = cli("compare", "b1", "a1,a2", "--warehouse", str(repeats), "--fail-above", "1")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip() == ("--fail-above 1: no 95% interval of the iteration time's "
+                                  "difference (one sample: 1 and 2 samples); not failing")

@@ -35,7 +35,8 @@ def test_an_ncu_only_run_shows_its_kernels_levels(warehouse: Path) -> None:
 
     con = connect(warehouse)
     try:
-        figures = sections.per_run(con, "ncu", 0).figures
+        figures = sections.per_run(con, sections.RunTables.read(con, ["ncu"]), "ncu",
+                                   0).figures
         truth = con.execute("SELECT u.ncu_id, u.smsp_active_util, u.issue_slot_util FROM "
                             "ncu_kernel_utilization AS u ORDER BY u.duration_ns DESC").fetchall()
         fig5 = sections.fig5(con, ["ncu", "xla"])
@@ -58,7 +59,8 @@ def test_a_run_without_a_rank_is_labelled_by_its_devices(warehouse: Path) -> Non
 
     con = connect(warehouse)
     try:
-        [busy] = [f for f in sections.per_run(con, "xla", 1).figures
+        [busy] = [f for f in sections.per_run(
+            con, sections.RunTables.read(con, ["xla"]), "xla", 1).figures
                   if f.table.source == "gpu_utilization"]
         labels = sections._iteration_labels(
             [dict(zip(busy.table.columns, r)) for r in busy.table.rows])

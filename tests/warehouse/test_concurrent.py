@@ -39,7 +39,8 @@ MANY_RUNS = 40           # runs of one `etl ingest` (extraction workers + one pu
 MANY_ROUNDS = 1          # a new warehouse each; --jobs 4 extraction workers
 ITERATIONS = 30          # ProfilerStep#N per trace
 KERNELS_PER_ITERATION = 60
-ALLOWED = ("anomalies recorded", "is open in another process; views were not refreshed")
+ALLOWED = ("anomalies recorded", "anomaly recorded",
+           "is open in another process; views were not refreshed")
 KERNELS_SQL = ("SELECT r.run_name, r.run_id, (SELECT count(*) FROM kernels k "
                "WHERE k.run_id = r.run_id) AS kernels FROM runs r")
 

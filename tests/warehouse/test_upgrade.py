@@ -6,7 +6,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.conftest import cli, query_json, write_trace
+from tests.conftest import cli, cli_subprocess, query_json, write_trace
 from tests.views.test_tiny_trace import EVENTS
 
 
@@ -43,3 +43,28 @@ def test_views_written_once_are_current_for_readers(tmp_path: Path) -> None:
         assert views_current(con, warehouse)
     before = warehouse.database.stat().st_mtime_ns
     assert ensure_views(warehouse) and warehouse.database.stat().st_mtime_ns == before
+
+
+def test_only_tables_whose_publishes_differ_are_read_by_name(tmp_path: Path) -> None:
+    """A publish written before a runs column existed: etl.connect() reads runs by name
+    across files (its publishes differ) and every other table without union_by_name."""
+    import etl
+
+    for name in ("old", "new"):
+        write_trace(tmp_path / "runs" / name / "t.json", EVENTS)
+    wh = tmp_path / "wh"
+    # in a process of its own: this process's DuckDB would keep the footer of the file
+    # rewritten below in its Parquet metadata cache (published files are never rewritten)
+    done = cli_subprocess("ingest", str(tmp_path / "runs"), "--warehouse", str(wh))
+    assert done.returncode == 0, done.stderr
+    [old_runs] = [p for p in (wh / "data").glob("*/runs.parquet")
+                  if pq.read_table(p).column("run_name").to_pylist() == ["old"]]
+    pq.write_table(pq.read_table(old_runs).drop_columns(["seconds_per_iteration"]), old_runs)
+    con = etl.connect(wh)
+    by_name = dict(con.execute(
+        "SELECT view_name, regexp_matches(sql, 'union_by_name = (true|CAST\\(''t'')') "
+        "FROM duckdb_views() "
+        "WHERE temporary AND database_name = 'temp' AND schema_name = 'main'").fetchall())
+    assert by_name["runs"] and not any(v for k, v in by_name.items() if k != "runs")
+    assert con.execute("SELECT run_name, seconds_per_iteration FROM runs ORDER BY run_name"
+                       ).fetchall() == [("new", None), ("old", None)]

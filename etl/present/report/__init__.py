@@ -25,8 +25,10 @@ def build_sections(con: duckdb.DuckDBPyConnection, runs: list[str]) -> list[Sect
     from etl.present.report import sections as s
 
     paper = [s.overview(con, runs), s.batch_scaling(con, runs), s.fig5(con, runs),
-             s.fig6(con, runs), s.fig7(con, runs), s.fig8(con, runs), s.amdahl(con, runs)]
-    return paper + [s.per_run(con, run, i) for i, run in enumerate(runs, 1)]
+             s.fig6(con, runs), s.fig7(con, runs), s.fig8(con, runs), s.amdahl(con, runs),
+             s.overhead(con, runs)]
+    tables = s.RunTables.read(con, runs)
+    return paper + [s.per_run(con, tables, run, i) for i, run in enumerate(runs, 1)]
 
 
 def render(con: duckdb.DuckDBPyConnection, runs: list[str], warehouse: str) -> str:
@@ -54,16 +56,17 @@ def _raw(value: object) -> str:
 def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[str] = (),
                  where: str | None = None) -> list[str]:
     """Write the report of the chosen runs (all by default) to `out`; the runs shown."""
-    from etl.api import connect
+    from etl.analysis.critical_path import missing
+    from etl.api import connect, critical_path
     from etl.core.errors import EtlError
     from etl.present.report.data import select_runs
-
-    from etl.api import critical_path
+    from etl.warehouse.store import Warehouse
 
     con = connect(warehouse)
     try:
         chosen = select_runs(con, list(runs), where)
-        if chosen and critical_path(chosen, warehouse).runs:  # computed now: read again
+        lacking = missing(con, Warehouse.at(os.fspath(warehouse)), chosen)
+        if lacking and critical_path(lacking, warehouse).runs:  # computed now: read again
             con.close()
             con = connect(warehouse)
         if not chosen:

@@ -2,6 +2,9 @@
 
 Every function takes a connection of `etl.connect()` and the selected run names, and
 returns rows as dicts in a fixed order, so that the same warehouse gives the same report.
+A table that each run's section has is read for all the runs at once (a query's fixed
+cost, binding a view over its views, is most of its time on a small warehouse) and
+handed out by run: `{run_name: rows}`, each run's rows in the order its own query gave.
 """
 from __future__ import annotations
 
@@ -54,6 +57,25 @@ def _in(runs: Sequence[str]) -> str:
     return "(" + ", ".join("?" for _ in runs) + ")" if runs else "(NULL)"
 
 
+RUN = "_run"  # the run name column of a query over several runs, taken out of its rows
+PerRun = dict[str, list[Row]]
+
+
+def by_run(con: duckdb.DuckDBPyConnection, sql: str, runs: Sequence[str],
+           params: Sequence[Any] = ()) -> PerRun:
+    """Rows of `sql` (which selects the run name AS _run, has `{runs}` where the run names
+    go, and is ordered by _run first) split by run, without the _run column."""
+    out: PerRun = {run: [] for run in runs}
+    for row in rows(con, sql.format(runs=_in(runs)), [*runs, *params]):
+        out[row.pop(RUN)].append(row)
+    return out
+
+
+def top_per_run(order: str) -> str:
+    """A QUALIFY clause keeping each run's first `?` rows in `order`."""
+    return f"QUALIFY row_number() OVER (PARTITION BY {RUN} ORDER BY {order}) <= ?"
+
+
 def runs_table(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
     return rows(con, "SELECT run_name, model, framework, exec_mode, precision, batch_size, gpu, "
                 "len(sources) AS sources, kernel_count, anomaly_count, "
@@ -84,13 +106,14 @@ def issue_slot_summary(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> l
 LAYER_LEVELS = ("smsp_active_util", "issue_slot_util", "tc_active_util", "tc_issue_util")
 
 
-def layer_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
+def layer_levels(con: duckdb.DuckDBPyConnection, runs: Sequence[str], limit: int) -> PerRun:
     # pinned to v2: Fig. 7's columns are v2's; a newer version is taken up on purpose
     means = ", ".join(f"time_weighted_mean_{x}" for x in LAYER_LEVELS)
-    return rows(con, "SELECT coalesce(layer, '(no layer)') || ' / ' || coalesce(op_name, "
-                f"'(no op)') AS layer_op, kernel_count, gpu_time_ns, {means} FROM "
-                "layer_utilization_v2 WHERE run_name = ? ORDER BY gpu_time_ns DESC, layer_op "
-                "LIMIT ?", [run, limit])
+    return by_run(con, f"SELECT run_name AS {RUN}, coalesce(layer, '(no layer)') || ' / ' || "
+                  "coalesce(op_name, '(no op)') AS layer_op, kernel_count, gpu_time_ns, "
+                  f"{means} FROM layer_utilization_v2 WHERE run_name IN {{runs}} "
+                  f"{top_per_run('gpu_time_ns DESC, layer_op')} "
+                  f"ORDER BY {RUN}, gpu_time_ns DESC, layer_op", runs, [limit])
 
 
 def tc_cdf(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
@@ -99,42 +122,46 @@ def tc_cdf(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
                 "ORDER BY run_name, tc_issue_util", runs)
 
 
-def iterations(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    return rows(con, "SELECT source_id, rank, device_id, iteration, window_ns, busy_ns, "
-                "window_ns - busy_ns AS idle_ns, gpu_util FROM gpu_utilization WHERE "
-                "run_name = ? ORDER BY source_id, device_id, iteration", [run])
+def iterations(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    return by_run(con, f"SELECT run_name AS {RUN}, source_id, rank, device_id, iteration, "
+                  "window_ns, busy_ns, window_ns - busy_ns AS idle_ns, gpu_util FROM "
+                  "gpu_utilization WHERE run_name IN {runs} "
+                  f"ORDER BY {RUN}, source_id, device_id, iteration", runs)
 
 
-def critical_path_kinds(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
+def critical_path_kinds(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
     """Per window, its critical path's time by kind (critical_path_summary_v1)."""
     kinds = ", ".join(f"sum(dur_ns) FILTER (WHERE segment_kind = '{k}') AS {k}_ns"
                       for k in PATH_KINDS)
-    return rows(con, f"SELECT source_id, rank, device_id, iteration, {kinds}, "
-                "max(path_ns) AS path_ns FROM critical_path_summary WHERE run_name = ? "
-                "GROUP BY source_id, rank, device_id, iteration "
-                "ORDER BY source_id, device_id, iteration", [run])
+    return by_run(con, f"SELECT run_name AS {RUN}, source_id, rank, device_id, iteration, "
+                  f"{kinds}, max(path_ns) AS path_ns FROM critical_path_summary WHERE "
+                  "run_name IN {runs} GROUP BY run_name, source_id, rank, device_id, "
+                  f"iteration ORDER BY {RUN}, source_id, device_id, iteration", runs)
 
 
 PATH_KINDS = ("host", "launch", "queue", "gpu", "sync_wait", "comm_wait")
 
 
-def kinds(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    return rows(con, "SELECT k.kind, count(*) AS activity_count, sum(k.dur_ns) AS total_ns "
-                "FROM kernels AS k JOIN runs AS r ON r.run_id = k.run_id WHERE r.run_name = ? "
-                "AND k.dur_ns >= 0 GROUP BY k.kind ORDER BY total_ns DESC, k.kind", [run])
+def kinds(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    return by_run(con, f"SELECT r.run_name AS {RUN}, k.kind, count(*) AS activity_count, "
+                  "sum(k.dur_ns) AS total_ns FROM kernels AS k JOIN runs AS r ON r.run_id = "
+                  "k.run_id WHERE r.run_name IN {runs} AND k.dur_ns >= 0 GROUP BY r.run_name, "
+                  f"k.kind ORDER BY {RUN}, total_ns DESC, k.kind", runs)
 
 
-def top_kernels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
-    return rows(con, "SELECT kernel_name, kernel_count, total_ns, mean_ns, busy_share FROM "
-                "kernel_summary WHERE run_name = ? ORDER BY total_ns DESC, kernel_name LIMIT ?",
-                [run, limit])
+def top_kernels(con: duckdb.DuckDBPyConnection, runs: Sequence[str], limit: int) -> PerRun:
+    return by_run(con, f"SELECT run_name AS {RUN}, kernel_name, kernel_count, total_ns, "
+                  "mean_ns, busy_share FROM kernel_summary WHERE run_name IN {runs} "
+                  f"{top_per_run('total_ns DESC, kernel_name')} "
+                  f"ORDER BY {RUN}, total_ns DESC, kernel_name", runs, [limit])
 
 
-def top_ops(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
-    return rows(con, "SELECT coalesce(op_name, '(no op)') AS op_name, coalesce(layer, "
-                "'(no layer)') AS layer, kernel_count, gpu_time_ns, gpu_time_share FROM op_time "
-                "WHERE run_name = ? ORDER BY gpu_time_ns DESC, op_name, layer LIMIT ?",
-                [run, limit])
+def top_ops(con: duckdb.DuckDBPyConnection, runs: Sequence[str], limit: int) -> PerRun:
+    return by_run(con, f"SELECT run_name AS {RUN}, coalesce(op_name, '(no op)') AS op_name, "
+                  "coalesce(layer, '(no layer)') AS layer, kernel_count, gpu_time_ns, "
+                  "gpu_time_share FROM op_time WHERE run_name IN {runs} "
+                  f"{top_per_run('gpu_time_ns DESC, op_name, layer')} "
+                  f"ORDER BY {RUN}, gpu_time_ns DESC, op_name, layer", runs, [limit])
 
 
 def ncu_kernel_counts(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> dict[str, int]:
@@ -144,36 +171,40 @@ def ncu_kernel_counts(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> di
     return {r["run_name"]: r["n"] for r in found}
 
 
-def ncu_kernel_levels(con: duckdb.DuckDBPyConnection, run: str, limit: int) -> list[Row]:
-    """The levels of a run's ncu kernels by themselves (ncu_kernel_utilization), longest
+def ncu_kernel_levels(con: duckdb.DuckDBPyConnection, runs: Sequence[str], limit: int
+                      ) -> PerRun:
+    """The levels of each run's ncu kernels by themselves (ncu_kernel_utilization), longest
     first: for a run whose export has no trace kernel to be matched to."""
-    return rows(con, "SELECT u.ncu_source_id, u.ncu_id, u.kernel_name, u.duration_ns, "
-                "u.smsp_active_util, u.issue_slot_util, u.tc_active_util, u.tc_issue_util "
-                "FROM ncu_kernel_utilization AS u JOIN runs AS r ON r.run_id = u.run_id "
-                "WHERE r.run_name = ? ORDER BY u.duration_ns DESC NULLS LAST, "
-                "u.ncu_source_id, u.ncu_id LIMIT ?", [run, limit])
+    order = "u.duration_ns DESC NULLS LAST, u.ncu_source_id, u.ncu_id"
+    return by_run(con, f"SELECT r.run_name AS {RUN}, u.ncu_source_id, u.ncu_id, u.kernel_name, "
+                  "u.duration_ns, u.smsp_active_util, u.issue_slot_util, u.tc_active_util, "
+                  "u.tc_issue_util FROM ncu_kernel_utilization AS u JOIN runs AS r ON "
+                  "r.run_id = u.run_id WHERE r.run_name IN {runs} "
+                  f"{top_per_run(order)} ORDER BY {RUN}, {order}", runs, [limit])
 
 
-def match_coverage(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    return rows(con, "SELECT q.source_id, q.device_id, q.ncu_source_id, q.ncu_kernels, "
-                "q.matched, q.ambiguous, q.trace_unmatched_in_range, q.ncu_unmatched, "
-                "q.matched_count_share, q.matched_time_share FROM match_quality AS q JOIN "
-                "runs AS r ON r.run_id = q.run_id WHERE r.run_name = ? ORDER BY q.source_id, "
-                "q.device_id, q.ncu_source_id", [run])
+def match_coverage(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    return by_run(con, f"SELECT r.run_name AS {RUN}, q.source_id, q.device_id, "
+                  "q.ncu_source_id, q.ncu_kernels, q.matched, q.ambiguous, "
+                  "q.trace_unmatched_in_range, q.ncu_unmatched, q.matched_count_share, "
+                  "q.matched_time_share FROM match_quality AS q JOIN runs AS r ON r.run_id = "
+                  "q.run_id WHERE r.run_name IN {runs} "
+                  f"ORDER BY {RUN}, q.source_id, q.device_id, q.ncu_source_id", runs)
 
 
-def step_hints(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    """The run's no_step_markers anomalies (etl/load/step_hint.py): a source without step
+def step_hints(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    """Each run's no_step_markers anomalies (etl/load/step_hint.py): a source without step
     markers, and the step_pattern candidates among its own names."""
-    return rows(con, "SELECT a.source_id, a.detail FROM anomalies AS a JOIN runs AS r ON "
-                "r.run_id = a.run_id WHERE r.run_name = ? AND a.kind = 'no_step_markers' "
-                "ORDER BY a.source_id", [run])
+    return by_run(con, f"SELECT r.run_name AS {RUN}, a.source_id, a.detail FROM anomalies AS "
+                  "a JOIN runs AS r ON r.run_id = a.run_id WHERE r.run_name IN {runs} AND "
+                  f"a.kind = 'no_step_markers' ORDER BY {RUN}, a.source_id", runs)
 
 
-def anomalies(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    return rows(con, "SELECT a.kind, count(*) AS anomaly_count, min(a.detail) AS example FROM "
-                "anomalies AS a JOIN runs AS r ON r.run_id = a.run_id WHERE r.run_name = ? "
-                "GROUP BY a.kind ORDER BY anomaly_count DESC, a.kind", [run])
+def anomalies(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    return by_run(con, f"SELECT r.run_name AS {RUN}, a.kind, count(*) AS anomaly_count, "
+                  "min(a.detail) AS example FROM anomalies AS a JOIN runs AS r ON r.run_id = "
+                  "a.run_id WHERE r.run_name IN {runs} GROUP BY r.run_name, a.kind "
+                  f"ORDER BY {RUN}, anomaly_count DESC, a.kind", runs)
 
 
 AMDAHL = "tc_amdahl_v2"  # pinned: v2 falls back on the name-based estimate without ncu
@@ -199,15 +230,30 @@ def batch_scaling(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[R
                 list(runs))
 
 
+OVERHEAD = "instrument_overhead_v1"  # pinned: the columns the report knows
+
+
+def instrument_overhead(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> list[Row]:
+    """instrument_overhead's rows of the experiments that hold one of these runs (all the
+    experiment's runs: the baseline may not be among them)."""
+    return rows(con, "SELECT experiment, run_name, instrument, files, bytes, bytes_per_s, "
+                "bytes_per_iteration, bytes_reason, iteration_ns, iteration_source, "
+                "baseline_run, iteration_overhead_ns, iteration_overhead_ratio, "
+                f"overhead_reason FROM {OVERHEAD} WHERE experiment IN (SELECT experiment "
+                f"FROM {OVERHEAD} WHERE run_name IN {_in(runs)}) "
+                "ORDER BY experiment, iteration_ns NULLS LAST, run_name, instrument", runs)
+
+
 # pinned, as INSTRUMENT_COMPARISON (v5: the allocator's order at an instant, memory of other
 # devices said as such)
 MEMORY = "gpu_utilization_v5"
 
 
-def memory(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    return rows(con, "SELECT source_id, rank, device_id, iteration, peak_allocated_bytes, "
-                f"peak_reserved_bytes, peak_memory_share, memory_status FROM {MEMORY} "
-                "WHERE run_name = ? ORDER BY source_id, device_id, window_start_ns", [run])
+def memory(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    return by_run(con, f"SELECT run_name AS {RUN}, source_id, rank, device_id, iteration, "
+                  "peak_allocated_bytes, peak_reserved_bytes, peak_memory_share, memory_status "
+                  f"FROM {MEMORY} WHERE run_name IN {{runs}} "
+                  f"ORDER BY {RUN}, source_id, device_id, window_start_ns", runs)
 
 
 # pinned: the report reads the version whose columns it knows; a newer one is taken up on
@@ -232,10 +278,10 @@ def _reason_column(column: str) -> str:
     return column.removesuffix("_util") + "_reason"
 
 
-def instruments(con: duckdb.DuckDBPyConnection, run: str) -> list[Row]:
-    """instrument_comparison's windows of the run: each value and, as `<column>_why`,
+def instruments(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> PerRun:
+    """instrument_comparison's windows of each run: each value and, as `<column>_why`,
     the view's reason when it is NULL."""
     values = ", ".join(f"{c}, {_reason_column(c)} AS {c}_why" for c in INSTRUMENTS)
-    return rows(con, f"SELECT source_id, device_id, iteration, window_ns, {values} FROM "
-                f"{INSTRUMENT_COMPARISON} WHERE run_name = ? ORDER BY source_id NULLS FIRST, "
-                "device_id, window_start_ns", [run])
+    return by_run(con, f"SELECT run_name AS {RUN}, source_id, device_id, iteration, window_ns, "
+                  f"{values} FROM {INSTRUMENT_COMPARISON} WHERE run_name IN {{runs}} "
+                  f"ORDER BY {RUN}, source_id NULLS FIRST, device_id, window_start_ns", runs)

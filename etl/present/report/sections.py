@@ -177,7 +177,6 @@ def fig6(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
 
 def _violin(name: str, values: list[float]) -> svg.Violin:
     import numpy as np
-    from scipy.stats import gaussian_kde
 
     grid: list[float] = []
     density: list[float] = []
@@ -185,15 +184,28 @@ def _violin(name: str, values: list[float]) -> svg.Violin:
         lo, hi = min(values), max(values)
         pad = (hi - lo) * 0.1
         points = np.linspace(max(0.0, lo - pad), min(1.0, hi + pad), 80)
-        grid, density = points.tolist(), gaussian_kde(values)(points).tolist()
+        grid, density = points.tolist(), gaussian_kde(values, points).tolist()
     return svg.Violin(name, grid, density, values, sum(values) / len(values), max(values))
+
+
+def gaussian_kde(values: Sequence[float], points: Any) -> Any:
+    """scipy.stats.gaussian_kde(values)(points) in one dimension, with Scott's bandwidth
+    (variance × n^(-2/5)), in numpy: importing scipy.stats took a fifth of the report."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    variance = np.var(data, ddof=1) * len(data) ** (-2 / 5)
+    offsets = (np.asarray(points, dtype=float)[:, None] - data[None, :]) ** 2
+    return np.exp(-0.5 * offsets / variance).sum(axis=1) / (
+        len(data) * np.sqrt(2 * np.pi * variance))
 
 
 def fig7(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Fig. 7: utilization per layer"
     figures = []
+    layers = data.layer_levels(con, runs, LAYERS_SHOWN)
     for run in runs:
-        rows = data.layer_levels(con, run, LAYERS_SHOWN)
+        rows = layers[run]
         if not rows:
             continue
         label = f"{title} — {run} (top {LAYERS_SHOWN} by GPU time)"
@@ -223,10 +235,19 @@ def fig8(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     return Section("fig8", title, [Figure(title, Table.of("tc_time_cdf", cdf), chart)])
 
 
+def _without_view(con: duckdb.DuckDBPyConnection, view: str, section: str, title: str
+                  ) -> Section | None:
+    """The empty section of a pinned view this warehouse's database lacks (views not
+    refreshed: warehouse.duckdb was open elsewhere), else None."""
+    if data.has_relation(con, view):
+        return None
+    return Section(section, title, empty=f"no {view} view in this warehouse")
+
+
 def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
     title = "Amdahl's law: speed-up bound if only tensor-core kernels got faster"
-    if not data.has_relation(con, data.AMDAHL):
-        return Section("amdahl", title, empty=f"no {data.AMDAHL} view in this warehouse")
+    if (missing := _without_view(con, data.AMDAHL, "amdahl", title)) is not None:
+        return missing
     rows = data.amdahl(con, runs)
     if not rows:
         return Section("amdahl", title, empty="no kernel of these runs is typed (runs "
@@ -246,13 +267,72 @@ def amdahl(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
                                             note)])
 
 
-def per_run(con: duckdb.DuckDBPyConnection, run: str, index: int) -> Section:
-    figures = [_busy_idle(con, run), _critical_path(con, run), _what_ifs(con, run),
-               _kind_breakdown(con, run)]
-    figures += [_top_kernels(con, run), _top_ops(con, run), _coverage(con, run),
-                _anomalies(con, run)]
-    figures += [_memory(con, run, f"run-{index}-memory"),
-                _instruments(con, run, f"run-{index}-instruments")]
+@dataclass
+class RunTables:
+    """The tables of every run's section, each read once for all the runs (data.by_run)."""
+
+    iterations: data.PerRun
+    step_hints: data.PerRun
+    path: data.PerRun
+    kinds: data.PerRun
+    kernels: data.PerRun
+    ops: data.PerRun
+    coverage: data.PerRun
+    ncu_counts: dict[str, int]
+    ncu_levels: data.PerRun
+    anomalies: data.PerRun
+    memory: data.PerRun
+    instruments: data.PerRun
+
+    @classmethod
+    def read(cls, con: duckdb.DuckDBPyConnection, runs: list[str]) -> RunTables:
+        return cls(data.iterations(con, runs), data.step_hints(con, runs),
+                   data.critical_path_kinds(con, runs), data.kinds(con, runs),
+                   data.top_kernels(con, runs, TOP_N), data.top_ops(con, runs, TOP_N),
+                   data.match_coverage(con, runs), data.ncu_kernel_counts(con, runs),
+                   data.ncu_kernel_levels(con, runs, TOP_N), data.anomalies(con, runs),
+                   data.memory(con, runs), data.instruments(con, runs))
+
+
+def overhead(con: duckdb.DuckDBPyConnection, runs: list[str]) -> Section:
+    """Per experiment: each run's time per iteration against the least instrumented run,
+    and what its instruments write (the talk's experiment 2, on the user's runs)."""
+    title = "What the instruments cost: time per iteration and bytes written"
+    if (missing := _without_view(con, data.OVERHEAD, "overhead", title)) is not None:
+        return missing
+    found = data.instrument_overhead(con, runs)
+    if not found:
+        return Section("overhead", title, empty="no experiment of these runs has runs that "
+                       "differ in their instruments (same repeat: tag, or same model, "
+                       "framework, precision, batch size and GPU in run.toml)")
+    by_experiment: dict[str, list[data.Row]] = {}
+    for r in found:
+        by_experiment.setdefault(r.pop("experiment"), []).append(r)
+    return Section("overhead", title, [_overhead_figure(name, rows)
+                                       for name, rows in by_experiment.items()])
+
+
+def _overhead_figure(experiment: str, rows: list[data.Row]) -> Figure:
+    title = f"Instruments of {experiment}"
+    times = {r["run_name"]: r["iteration_ns"] for r in rows}
+    chart = svg.bar_chart(title, list(times), [svg.Series("time per iteration (ms)", [
+        None if t is None else t / 1e6 for t in times.values()])], "ms per iteration", "run")
+    baseline = rows[0]["baseline_run"]
+    note = (f"Against {baseline}, the least instrumented run. Time per iteration from the "
+            "trace, else from run.toml seconds_per_iteration (iteration_source); bytes per "
+            "iteration = the instrument's bytes per second of the job x the run's time per "
+            "iteration.")
+    return Figure(title, Table.of(data.OVERHEAD, rows), chart, note)
+
+
+def per_run(con: duckdb.DuckDBPyConnection, tables: RunTables, run: str, index: int
+            ) -> Section:
+    figures = [_busy_idle(tables, run), _critical_path(tables, run),
+               _what_ifs(con, tables, run), _kind_breakdown(tables, run)]
+    figures += [_top_kernels(tables, run), _top_ops(tables, run), _coverage(tables, run),
+                _anomalies(tables, run)]
+    figures += [_memory(tables, run, f"run-{index}-memory"),
+                _instruments(tables, run, f"run-{index}-instruments")]
     for figure in figures:  # never a blank chart: a figure without rows says why
         if not figure.table.rows:
             figure.chart = ""
@@ -268,22 +348,22 @@ def _iteration_labels(rows: Sequence[data.Row]) -> list[str]:
             for r in rows]
 
 
-def _busy_idle(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.iterations(con, run)
+def _busy_idle(tables: RunTables, run: str) -> Figure:
+    rows = tables.iterations[run]
     title = f"{run}: busy and idle time per iteration"
     labels = _iteration_labels(rows)
     series = [svg.Series("busy (a kernel running)", [r["busy_ns"] / 1e6 for r in rows]),
               svg.Series("idle", [r["idle_ns"] / 1e6 for r in rows])]
     chart = svg.bar_chart(title, labels, series, "time (ms)", "iteration", stacked=True)
-    hints = data.step_hints(con, run)
+    hints = tables.step_hints[run]
     several = len(hints) > 1
     note = " ".join((f"Source {h['source_id']}: " if several else "") + h["detail"][0].upper()
                     + h["detail"][1:] for h in hints)
     return Figure(title, Table.of("gpu_utilization", rows), chart, note)
 
 
-def _critical_path(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.critical_path_kinds(con, run)
+def _critical_path(tables: RunTables, run: str) -> Figure:
+    rows = tables.path[run]
     title = f"{run}: critical path per iteration, by kind"
     labels = _iteration_labels(rows)
     series = [svg.Series(kind, [(r[f"{kind}_ns"] or 0) / 1e6 for r in rows])
@@ -299,15 +379,24 @@ STANDARD_WHAT_IFS = (("GPU work 2x faster", "all:0.5"), ("no host overhead", "ho
                      ("communication free", "kernel_type=communication:0"))
 
 
-def _what_ifs(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    """Three what-ifs every run can be asked: the mean speedup over its windows."""
-    from etl.analysis.whatif import WhatIfError, what_if
+def _what_ifs(con: duckdb.DuckDBPyConnection, tables: RunTables, run: str) -> Figure:
+    """Three what-ifs every run can be asked: the mean speedup over its windows. The run is
+    read and replayed once for the three."""
+    from etl.analysis.whatif import WhatIfError, answer, parse_scale, prepare
 
     rows: list[data.Row] = []
     notes: set[str] = set()
+    recorded = {(r["source_id"], r["device_id"], r["iteration"]): r["window_ns"]
+                for r in tables.iterations[run] if r["window_ns"] is not None}
+    try:
+        prepared: Any = prepare(con, run, recorded)
+    except WhatIfError as exc:
+        prepared = exc
     for question, scale in STANDARD_WHAT_IFS:
         try:
-            result = what_if(con, run, [scale])
+            if isinstance(prepared, WhatIfError):
+                raise prepared
+            result = answer(prepared, [parse_scale(scale)])
         except WhatIfError as exc:
             rows.append({"what_if": question, "scale": scale, "windows": 0,
                          "mean_replayed_ns": None, "mean_whatif_ns": None,
@@ -323,8 +412,8 @@ def _what_ifs(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     return Figure(title, Table.of("etl whatif", rows), note="; ".join(sorted(notes)))
 
 
-def _kind_breakdown(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.kinds(con, run)
+def _kind_breakdown(tables: RunTables, run: str) -> Figure:
+    rows = tables.kinds[run]
     title = f"{run}: GPU time by activity kind"
     chart = svg.bar_chart(title, [r["kind"] for r in rows],
                           [svg.Series("GPU time (ms)", [r["total_ns"] / 1e6 for r in rows])],
@@ -332,8 +421,8 @@ def _kind_breakdown(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     return Figure(title, Table.of("kernels", rows), chart)
 
 
-def _top_kernels(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.top_kernels(con, run, TOP_N)
+def _top_kernels(tables: RunTables, run: str) -> Figure:
+    rows = tables.kernels[run]
     title = f"{run}: top {TOP_N} kernels by GPU time"
     chart = svg.hbar_chart(title, [r["kernel_name"] for r in rows],
                            [svg.Series("share of busy time", [r["busy_share"] for r in rows])],
@@ -341,8 +430,8 @@ def _top_kernels(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     return Figure(title, Table.of("kernel_summary", rows), chart)
 
 
-def _top_ops(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.top_ops(con, run, TOP_N)
+def _top_ops(tables: RunTables, run: str) -> Figure:
+    rows = tables.ops[run]
     title = f"{run}: top {TOP_N} operators by GPU time"
     chart = svg.hbar_chart(title, [f"{r['op_name']} / {r['layer']}" for r in rows],
                            [svg.Series("share of kernel time",
@@ -351,15 +440,15 @@ def _top_ops(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
     return Figure(title, Table.of("op_time", rows), chart)
 
 
-def _coverage(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.match_coverage(con, run)
+def _coverage(tables: RunTables, run: str) -> Figure:
+    rows = tables.coverage[run]
     title = f"{run}: match coverage of the ncu export"
     if rows:
         return Figure(title, Table.of("match_quality", rows))
-    exported = data.ncu_kernel_counts(con, [run]).get(run)
+    exported = tables.ncu_counts.get(run)
     if not exported:
         return Figure(title, Table.of("match_quality", rows), note="no ncu export in this run")
-    levels = data.ncu_kernel_levels(con, run, TOP_N)
+    levels = tables.ncu_levels[run]
     return Figure(f"{run}: the ncu export's kernels, by themselves",
                   Table.of("ncu_kernel_utilization", levels), note=(
                       f"The run's ncu export has {exported} kernel(s) and no trace kernel to "
@@ -368,8 +457,8 @@ def _coverage(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
                       "without GPU time, iterations or a GPU level."))
 
 
-def _anomalies(con: duckdb.DuckDBPyConnection, run: str) -> Figure:
-    rows = data.anomalies(con, run)
+def _anomalies(tables: RunTables, run: str) -> Figure:
+    rows = tables.anomalies[run]
     title = f"{run}: anomalies"
     return Figure(title, Table.of("anomalies", rows),
                   note="" if rows else "no anomalies recorded for this run")
@@ -385,8 +474,8 @@ MEMORY_STATUS = {
 }
 
 
-def _memory(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
-    rows = data.memory(con, run)
+def _memory(tables: RunTables, run: str, anchor: str) -> Figure:
+    rows = tables.memory[run]
     title = f"{run}: peak GPU memory per iteration"
     measured = [r for r in rows if r["peak_allocated_bytes"] is not None]
     if not measured:
@@ -409,8 +498,8 @@ TENSOR_INSTRUMENTS = ("dcgm_tensor_active_util", "nsys_tensor_active_util",
 BUSY_INSTRUMENTS = ("smi_gpu_util", "dcgm_gr_engine_active_util", "trace_gpu_util")
 
 
-def _instruments(con: duckdb.DuckDBPyConnection, run: str, anchor: str) -> Figure:
-    rows = data.instruments(con, run)
+def _instruments(tables: RunTables, run: str, anchor: str) -> Figure:
+    rows = tables.instruments[run]
     title = f"{run}: instruments side by side (same windows)"
     shown = [c for c in data.INSTRUMENTS if any(r[c] is not None for r in rows)]
     hidden = _why_hidden(rows, [c for c in data.INSTRUMENTS if c not in shown])
