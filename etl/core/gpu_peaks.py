@@ -1,4 +1,4 @@
-"""The peak FLOP/s catalog (etl/core/gpu_peaks.toml) as SQL relations the views read.
+"""The peaks of the GPU catalog (etl/core/gpus.toml) as SQL relations the views read.
 
     gpu_peaks        one row per device name and precision the catalog knows
     peak_precisions  one row per runs.precision spelling: the peak precision it reads
@@ -11,32 +11,32 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-import tomllib
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-CATALOG = Path(__file__).with_name("gpu_peaks.toml")
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16")
+from etl.core import gpus
+
+CATALOG = gpus.CATALOG
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 TERA = 10 ** 12
 
 RELATION_DOCS = {
     "gpu_peaks": (
-        "Dense peak FLOP/s per GPU model and precision, from the catalog etl/core/gpu_peaks.toml "
+        "Dense peak FLOP/s per GPU model and precision, from the catalog etl/core/gpus.toml "
         "(each row with the datasheet it comes from). Grain: one row per device name and "
         "precision. [project]", {
             "gpu_key": "lower(trim(name)) of a device name as traces write it (devices.name, "
                        "runs.gpu); join on lower(trim(...)) of those",
             "gpu_name": "the device name as the catalog spells it",
             "model": "the GPU model the name belongs to",
-            "peak_precision": "fp64, fp32 (CUDA cores), tf32, fp16 or bf16 (tensor cores, "
-                              "FP32 accumulate)",
+            "peak_precision": "fp64, fp32 (CUDA cores), tf32, fp16, bf16 (tensor cores, "
+                              "FP32 accumulate) or fp8 (tensor cores)",
             "peak_flops_per_s": "dense peak in FLOP/s at boost clock, per device as the trace "
                                 "sees it",
             "source": "the datasheet the peak comes from"}),
     "peak_precisions": (
         "Which peak a run's precision (runs.precision) is measured against, from "
-        "etl/core/gpu_peaks.toml [precisions]: fp32 → the CUDA-core FP32 peak (PyTorch does not "
+        "etl/core/gpus.toml [precisions]: fp32 → the CUDA-core FP32 peak (PyTorch does not "
         "use TF32 for fp32 matmuls unless allowed; such a run says tf32), amp → fp16. "
         "Grain: one row per precision spelling. [project]", {
             "run_precision": "runs.precision lower-cased (fp32, amp, bf16, tf32, ...)",
@@ -46,8 +46,10 @@ RELATION_DOCS = {
 
 @cache
 def catalog() -> dict[str, Any]:
-    with open(CATALOG, "rb") as fh:
-        return tomllib.load(fh)
+    """The catalog with each row's `like` applied (the rows as gpu_peaks reads them)."""
+    doc = dict(gpus.raw_catalog())
+    doc["gpu"] = gpus.resolved_rows(doc)
+    return doc
 
 
 def problems(doc: dict[str, Any]) -> list[str]:

@@ -181,10 +181,10 @@ def test_every_catalog_entry_has_a_source_and_known_precisions() -> None:
 
 @pytest.mark.parametrize(("edit", "problem"), [
     (lambda d: d["gpu"][0].update(source=" "), "needs names and a source"),
-    (lambda d: d["gpu"][0]["peak_tflops"].update(fp8=1.0), "must name precisions"),
+    (lambda d: d["gpu"][0]["peak_tflops"].update(fp4=1.0), "must name precisions"),
     (lambda d: d["gpu"][0]["peak_tflops"].update(fp32=-1), "is not a positive number"),
     (lambda d: d["gpu"][1].update(names=d["gpu"][0]["names"]), "is listed twice"),
-    (lambda d: d["precisions"].update(amp="fp8"), "[precisions] amp"),
+    (lambda d: d["precisions"].update(amp="fp4"), "[precisions] amp"),
 ])
 def test_a_broken_catalog_entry_is_named(edit: Any, problem: str) -> None:
     doc = copy.deepcopy(catalog())
