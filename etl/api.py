@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import duckdb
 
     from etl.analysis.critical_path import Computed
+    from etl.analysis.forecast.run import Forecast
     from etl.analysis.whatif import WhatIf
     from etl.load.ingest import RunResult
     from etl.warehouse.compact import CompactResult
@@ -106,6 +107,25 @@ def whatif(run: str, scales: Iterable[str] = (), warehouse: PathLike | None = No
     con = connect(warehouse)
     try:
         return what_if(con, run, list(scales))
+    finally:
+        con.close()
+
+
+def forecast(run: str, gpu: str, by: str = "iteration", warehouse: PathLike | None = None,
+             source_gpu: str | None = None, host_factor: float = 1.0,
+             fallback: dict[str, str] | None = None) -> Forecast:
+    """What `etl forecast RUN --gpu NAME` computes: the run's time on another GPU
+    (etl/analysis/forecast/). `.rows` holds one dict per device and iteration (by="op",
+    "layer", "kernel", "kernel_type": per group) with measured_ns, predicted_ns, the
+    interval low_ns..high_ns and each method's share; `.notes` what it rests on, e.g. a
+    peak memory the target cannot hold. `source_gpu` names the run's GPU where the trace
+    does not; `host_factor` scales host time; `fallback` maps a precision the target
+    lacks to one it has ({"bf16": "fp16"})."""
+    from etl.analysis.forecast.run import forecast as run_forecast
+
+    con = connect(warehouse)
+    try:
+        return run_forecast(con, run, gpu, by, source_gpu, host_factor, fallback)
     finally:
         con.close()
 

@@ -1,0 +1,114 @@
+"""`etl forecast` and `etl gpus`: a run's time on another GPU, and the catalog it reads."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from etl.cli.commands import main, warehouse_option
+
+BY = ("iteration", "op", "layer", "kernel", "kernel_type")
+FORMATS = click.Choice(["table", "csv", "json"])
+
+
+@main.command()
+@click.argument("run")
+@click.option("--gpu", "gpu_name", required=True, metavar="NAME",
+              help="The target GPU: a catalog key or a name as traces write it (etl gpus).")
+@click.option("--by", type=click.Choice(BY), default="iteration", show_default=True,
+              help="One row per iteration window, or per op, layer, kernel or kernel type.")
+@click.option("--source-gpu", default=None, metavar="NAME",
+              help="The GPU the run was measured on, when the trace does not name it.")
+@click.option("--host-factor", type=float, default=1.0, show_default=True,
+              help="The target's CPU time over the source's (host time is kept unless told).")
+@click.option("--fallback", "fallbacks", multiple=True, metavar="LACKING=STAND_IN",
+              help="Forecast work in a precision the target lacks as another, e.g. "
+                   "bf16=fp16 for a V100. Repeat for several.")
+@warehouse_option
+@click.option("--format", "fmt", type=FORMATS, default="table", show_default=True,
+              help="csv and json: the rows alone.")
+def forecast(run: str, gpu_name: str, by: str, source_gpu: str | None, host_factor: float,
+             fallbacks: tuple[str, ...], warehouse_dir: Path, fmt: str) -> None:
+    """What RUN would take on another GPU.
+
+    Every GPU activity gets a predicted time on the target and the method that gave it
+    (shape: its op's FLOPs and bytes from the input shapes; wave_scaled: its name and
+    grid; bandwidth: copies and sets; ncu: its Nsight Compute counters; communication and
+    host copies keep their time), and each iteration is replayed with them. low_ns and
+    high_ns: a central 80% interval from the backtest's errors of the methods used,
+    weighted by their share of the predicted time (docs/forecast.md).
+
+    \b
+    Example:
+      etl forecast resnet_amp_eager --gpu H100-SXM5-80GB
+      etl forecast resnet_amp_eager --gpu L4 --by op --format csv
+      etl forecast bert_bf16 --gpu V100-PCIE-32GB --fallback bf16=fp16
+    """
+    from etl.api import forecast as run_forecast
+    from etl.cli import output
+    from etl.core.errors import EtlError
+
+    pairs = dict(_pair(f) for f in fallbacks)
+    if not pairs and fallbacks:
+        raise EtlError("--fallback takes LACKING=STAND_IN, e.g. bf16=fp16")
+    result = run_forecast(run, gpu_name, by=by, warehouse=warehouse_dir,
+                          source_gpu=source_gpu, host_factor=host_factor, fallback=pairs)
+    if fmt != "table":
+        output.print_rows(result.columns, [tuple(r.values()) for r in result.rows], fmt)
+        return
+    columns, rows = _compact(result.columns, result.rows)
+    output.print_rows(columns, rows, fmt)
+    for note in result.notes:
+        click.echo(f"note: {note}")
+
+
+def _compact(columns: list[str], rows: list[dict[str, object]]
+             ) -> tuple[list[str], list[tuple[object, ...]]]:
+    """The table's columns: the run's name left out (it was asked for), the method shares
+    as one `methods` column, largest first (csv and json keep every column)."""
+    kept = [c for c in columns if not c.endswith("_share") and c != "run_name"]
+    out = []
+    for row in rows:
+        shares = sorted(((v, c.removesuffix("_share")) for c, v in row.items()
+                         if c.endswith("_share") and isinstance(v, float) and v > 0.0005),
+                        reverse=True)
+        out.append((*(row[c] for c in kept),
+                    ", ".join(f"{m} {v:.0%}" for v, m in shares) or None))
+    return kept + ["methods"], out
+
+
+def _pair(text: str) -> tuple[str, str]:
+    from etl.core.errors import EtlError
+
+    lacking, equals, stand_in = text.partition("=")
+    if not equals or not lacking or not stand_in:
+        raise EtlError(f"--fallback {text!r}: LACKING=STAND_IN, e.g. bf16=fp16")
+    return lacking.strip().lower(), stand_in.strip().lower()
+
+
+@main.command()
+@click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
+def gpus(fmt: str) -> None:
+    """The GPU catalog (etl/core/gpus.toml): every GPU a forecast reads, the names traces
+    write for it, and its datasheet figures (dense peaks in TFLOP/s).
+
+    \b
+    Example:
+      etl gpus
+      etl gpus --format csv
+    """
+    from etl.cli import output
+    from etl.core.gpus import gpus as catalog
+
+    precisions = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+    columns = ["key", "model", "names", "arch", "sm_count", "boost_clock_mhz", "memory_gb",
+               "mem_bw_gbs", "l2_mb", *(f"{p}_tflops" for p in precisions), "source"]
+    rows = [(g.key, g.model, "; ".join(g.names), g.arch, g.sm_count, g.boost_clock_mhz,
+             g.memory_gb, g.mem_bw_gbs, g.l2_mb, *(g.peak_tflops.get(p) for p in precisions),
+             g.source) for g in catalog()]
+    if fmt == "table":  # what fits a terminal; csv and json have every column
+        shown = ["key", "names", "sm_count", "memory_gb", "mem_bw_gbs", "fp32_tflops",
+                 "bf16_tflops", "fp8_tflops"]
+        rows = [tuple(r[columns.index(c)] for c in shown) for r in rows]
+        columns = shown
+    output.print_rows(columns, rows, fmt, limit=None)
