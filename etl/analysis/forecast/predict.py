@@ -88,8 +88,9 @@ def predict(gpu: Columns, inputs: ActivityInputs, sources: list[Gpu], target: Gp
     method = np.empty(len(gpu), object)
     factor = np.ones(len(gpu))
     names, name_index = _names(gpu)
+    kinds = [_NameKind.of(n) for n in names]  # the regular expressions once per name
     for k in range(len(gpu)):
-        m, f = _one(k, gpu, inputs, sources[k], target, options, names[name_index[k]],
+        m, f = _one(k, gpu, inputs, sources[k], target, options, kinds[name_index[k]],
                     None if ncu_factor is None else ncu_factor[k])
         method[k], factor[k] = m, f
     predicted = measured * factor
@@ -103,8 +104,21 @@ def _names(gpu: Columns) -> tuple[list[str], np.ndarray]:
     return ["" if v is None else str(v) for v in values], index
 
 
+@dataclass(frozen=True)
+class _NameKind:
+    """What a kernel's name says: GEMM-like or not, its precision, its tile."""
+
+    matrix: bool
+    precision: str | None
+    tile: tuple[int, int]
+
+    @staticmethod
+    def of(name: str) -> _NameKind:
+        return _NameKind(bool(_MATRIX.search(name)), _name_precision(name), _tile(name))
+
+
 def _one(k: int, gpu: Columns, inputs: ActivityInputs, source: Gpu, target: Gpu,
-         options: Options, name: str, ncu: float | None) -> tuple[str, float]:
+         options: Options, name: _NameKind, ncu: float | None) -> tuple[str, float]:
     kind, ktype = gpu["kind"][k], gpu["kernel_type"][k]
     if kind != "kernel":
         if inputs.memory_kind[k] in HOST_LINKS:
@@ -127,12 +141,13 @@ def _copy_work(blocks: int | None) -> model.Work:
     return model.Work("copy", False, "fp32", None, None, blocks)
 
 
-def shape_work(cost: OpCost, name: str, blocks: int | None, options: Options) -> model.Work:
+def shape_work(cost: OpCost, name: str | _NameKind, blocks: int | None, options: Options
+               ) -> model.Work:
     """The model's Work of a kernel costed by its op's shapes."""
     precision = cost.precision or options.run_precision or "fp32"
     if cost.matrix and precision == "fp32" and options.tf32:
         precision = "tf32"
-    tile = _tile(name)
+    tile = (name if isinstance(name, _NameKind) else _NameKind.of(name)).tile
     size = ELEMENT_BYTES.get(precision, 4)
     return model.Work(cost.family or "elementwise", cost.matrix, precision, cost.flops,
                       cost.bytes, blocks if blocks is not None else estimated_blocks(cost, tile),
@@ -151,16 +166,16 @@ def estimated_blocks(cost: OpCost, tile: tuple[int, int]) -> int | None:
     return None
 
 
-def name_work(name: str, blocks: int | None, options: Options) -> model.Work:
+def name_work(name: str | _NameKind, blocks: int | None, options: Options) -> model.Work:
     """The model's Work of a kernel known by its name and grid alone (wave_scaled)."""
-    matrix = bool(_MATRIX.search(name))
-    precision = _name_precision(name)
+    kind = name if isinstance(name, _NameKind) else _NameKind.of(name)
+    matrix, precision = kind.matrix, kind.precision
     if precision is None:
         precision = (options.run_precision or "fp32") if matrix else "fp32"
     if matrix and precision == "fp32" and options.tf32:
         precision = "tf32"
     return model.Work("gemm" if matrix else "elementwise", matrix, precision, None, None,
-                      blocks, _tile(name), ELEMENT_BYTES.get(precision, 4))
+                      blocks, kind.tile, ELEMENT_BYTES.get(precision, 4))
 
 
 def _name_precision(name: str) -> str | None:

@@ -22,7 +22,7 @@ import numpy as np
 from etl.analysis.forecast import inputs as activity_inputs
 from etl.analysis.forecast import intervals, ncu
 from etl.analysis.forecast.predict import METHODS, Options, Predicted, predict
-from etl.analysis.whatif import WhatIfError, _measured_windows, _run_id, replay_window
+from etl.analysis.whatif import WhatIfError, _run_id, replay_window
 from etl.core.errors import EtlError
 from etl.core.gpus import AMBIGUOUS_NAMES, Gpu, GpuNameError, resolve, trace_name_row
 from etl.replay import engine, graph, inputs, windows
@@ -77,11 +77,12 @@ def prepare(con: duckdb.DuckDBPyConnection, run_name: str, source_gpu: str | Non
     built = graph.build(inputs.read_run(con, run_id))
     ordered = engine.order(built)
     gpu = built.events.gpu
+    recorded, memory = _utilization(con, run_id)
     return Prepared(run_name, run_id, built, ordered,
-                    windows.windows(built, engine.measured(built, ordered).time),
-                    _measured_windows(con, run_id), activity_inputs.read(con, run_id, gpu),
-                    source_gpus(con, run_id, gpu, source_gpu), options,
-                    _memory_rows(con, run_id), ncu.read(con, run_id, gpu))
+                    windows.windows(built, engine.measured(built, ordered).time), recorded,
+                    activity_inputs.read(con, run_id, gpu),
+                    source_gpus(con, run_id, gpu, source_gpu), options, memory,
+                    ncu.read(con, run_id, gpu))
 
 
 def forecast(con: duckdb.DuckDBPyConnection, run_name: str, target_name: str,
@@ -161,10 +162,23 @@ def _device_row(name: str | None, run_gpu: str | None, key: tuple[int, int]) -> 
                         "(etl gpus lists the catalog)")
 
 
-def _memory_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[tuple[Any, ...]]:
-    return con.execute("SELECT rank, device_id, max(peak_reserved_bytes), "
-                       "max(peak_allocated_bytes) FROM gpu_utilization WHERE run_id = ? "
-                       "GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()
+def _utilization(con: duckdb.DuckDBPyConnection, run_id: str
+                 ) -> tuple[dict[tuple[int, int, int | None], int], list[tuple[Any, ...]]]:
+    """gpu_utilization's windows (source, device, iteration → window_ns) and per device
+    its peak memory (rank, device, reserved, allocated bytes), in one read of the view."""
+    rows = con.execute("SELECT source_id, device_id, iteration, window_ns, rank, "
+                       "peak_reserved_bytes, peak_allocated_bytes FROM gpu_utilization "
+                       "WHERE run_id = ?", [run_id]).fetchall()
+    recorded = {(int(s), int(d), i): int(w) for s, d, i, w, *_ in rows if w is not None}
+    peaks: dict[tuple[Any, int], list[Any]] = {}
+    for _, device, _, _, rank, reserved, allocated in rows:
+        peak = peaks.setdefault((rank, device), [None, None])
+        for at, value in ((0, reserved), (1, allocated)):
+            if value is not None:
+                peak[at] = value if peak[at] is None else max(peak[at], value)
+    memory = [(r, d, *peaks[(r, d)]) for r, d in sorted(peaks, key=lambda k: (
+        k[0] is None, k[0] or 0, k[1]))]
+    return recorded, memory
 
 
 def memory_notes(rows: list[tuple[Any, ...]], target: Gpu) -> list[str]:
