@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
+    from etl.analysis.costs import Computed as CostsComputed
     from etl.analysis.critical_path import Computed
     from etl.analysis.forecast.run import Forecast
     from etl.analysis.whatif import WhatIf
@@ -136,6 +137,18 @@ def critical_path(runs: Iterable[str] | None = None, warehouse: PathLike | None 
     yet: what `etl critical-path` runs, and what the views critical_path and
     critical_path_summary read (etl/analysis/critical_path.py)."""
     from etl.analysis.critical_path import ensure
+
+    target = _warehouse(warehouse).existing()
+    return ensure(target, None if runs is None else list(runs))
+
+
+def costs(runs: Iterable[str] | None = None, warehouse: PathLike | None = None
+          ) -> CostsComputed:
+    """Compute and keep the kernel costs (FLOPs and bytes of every kernel, from its op's
+    input shapes or its ncu counters) of the runs named (all by default) that have none
+    yet: what `etl costs` runs, and what kernel_roofline, op_roofline, op_flops and mfu
+    read (etl/analysis/costs.py)."""
+    from etl.analysis.costs import ensure
 
     target = _warehouse(warehouse).existing()
     return ensure(target, None if runs is None else list(runs))

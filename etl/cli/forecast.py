@@ -86,6 +86,32 @@ def _pair(text: str) -> tuple[str, str]:
     return lacking.strip().lower(), stand_in.strip().lower()
 
 
+@main.command("costs")
+@click.argument("runs", nargs=-1)
+@warehouse_option
+def costs_command(runs: tuple[str, ...], warehouse_dir: Path) -> None:
+    """Compute the FLOPs and bytes of every kernel of RUNS (default: every run without
+    them yet) and keep them: the views kernel_roofline, op_roofline, op_flops and mfu read
+    them (`etl query` computes them when it reads one of those).
+
+    A kernel's cost is its launching op's, from the op's input shapes (record_shapes=True)
+    and types (etl/core/op_cost.py), shared by the op's kernels by duration.
+
+    \b
+    Example:
+      etl costs
+      etl query "SELECT op_name, bound, roofline_util FROM op_roofline ORDER BY gpu_time_ns DESC"
+    """
+    from etl.api import costs
+
+    done = costs(list(runs) or None, warehouse_dir)
+    missing = sorted(set(runs) - set(done.runs) - set(done.kept))
+    if missing:
+        raise click.ClickException(f"no run named {', '.join(missing)} (etl runs lists them)")
+    click.echo(f"kernel costs computed for {len(done.runs)} run(s)"
+               f"{f', kept from before for {len(done.kept)}' if done.kept else ''}")
+
+
 @main.command()
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True)
 def gpus(fmt: str) -> None:

@@ -34,6 +34,20 @@ RELATION_DOCS = {
             "peak_flops_per_s": "dense peak in FLOP/s at boost clock, per device as the trace "
                                 "sees it",
             "source": "the datasheet the peak comes from"}),
+    "gpu_specs": (
+        "Memory, bandwidth and SM count per GPU model, from the catalog etl/core/gpus.toml "
+        "(each row with its datasheet): the memory side of the rooflines. Grain: one row per "
+        "device name. [project]", {
+            "gpu_key": "lower(trim(name)) of a device name as traces write it; join on "
+                       "lower(trim(devices.name)) or lower(trim(runs.gpu))",
+            "gpu_name": "the device name as the catalog spells it",
+            "catalog_key": "the catalog row's key (etl gpus; etl forecast --gpu)",
+            "sm_count": "SMs (CUs on AMD) per device as the trace sees it; NULL when no "
+                        "source read gives it",
+            "memory_bytes": "device memory, bytes (datasheet GB × 10^9); NULL when unknown",
+            "memory_bytes_per_s": "peak memory bandwidth, bytes/s (datasheet GB/s × 10^9); "
+                                  "NULL when unknown",
+            "source": "the datasheet the figures come from"}),
     "peak_precisions": (
         "Which peak a run's precision (runs.precision) is measured against, from "
         "etl/core/gpus.toml [precisions]: fp32 → the CUDA-core FP32 peak (PyTorch does not "
@@ -98,7 +112,14 @@ def relation_selects() -> dict[str, str]:
                       for k, n, m, p, f, s in peak_rows(doc))
     precisions = ", ".join(f"({_text(k.lower())}, {_text(v)})"
                            for k, v in doc["precisions"].items())
+    specs = ", ".join(f"({_text(k)}, {_text(n)}, {_text(c)}, {_number(sm)}, {_number(mem)}, "
+                      f"{_number(bw)}, {_text(s)})" for k, n, c, sm, mem, bw, s in spec_rows(doc))
     return {
+        "gpu_specs": "SELECT gpu_key, gpu_name, catalog_key, CAST(sm_count AS INTEGER) AS "
+                     "sm_count, CAST(memory_bytes AS DOUBLE) AS memory_bytes, "
+                     "CAST(memory_bytes_per_s AS DOUBLE) AS memory_bytes_per_s, source FROM "
+                     f"(VALUES {specs}) AS t(gpu_key, gpu_name, catalog_key, sm_count, "
+                     "memory_bytes, memory_bytes_per_s, source)",
         "gpu_peaks": "SELECT gpu_key, gpu_name, model, peak_precision, "
                      "CAST(peak_flops_per_s AS DOUBLE) AS peak_flops_per_s, source FROM "
                      f"(VALUES {peaks}) AS t(gpu_key, gpu_name, model, peak_precision, "
@@ -106,6 +127,19 @@ def relation_selects() -> dict[str, str]:
         "peak_precisions": "SELECT run_precision, peak_precision FROM "
                            f"(VALUES {precisions}) AS t(run_precision, peak_precision)",
     }
+
+
+def spec_rows(doc: dict[str, Any]) -> list[tuple[str, str, str, Any, Any, Any, str]]:
+    def giga(value: Any) -> float | None:
+        return None if value is None else float(Decimal(str(value)) * 10 ** 9)
+
+    return [(_key(name), name, entry["key"], entry.get("sm_count"),
+             giga(entry.get("memory_gb")), giga(entry.get("mem_bw_gbs")), entry["source"])
+            for entry in doc.get("gpu", []) for name in entry["names"]]
+
+
+def _number(value: Any) -> str:
+    return "NULL" if value is None else repr(value)
 
 
 def _text(value: str) -> str:

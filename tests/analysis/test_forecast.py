@@ -204,3 +204,22 @@ def test_etl_gpus_lists_every_row_with_its_names() -> None:
     assert len(lines) == 1 + 26
     assert any(line.startswith("H100-SXM5-80GB,H100 SXM5,NVIDIA H100 80GB HBM3,sm_90,132,")
                for line in lines)
+
+
+def test_kernel_costs_are_computed_when_a_query_reads_them(warehouse: Path) -> None:
+    done = cli("query", "SELECT r.kernel_name, r.cost_source, r.flops, r.bytes, "
+               "c.op_kernel_count, r.bound FROM kernel_roofline AS r JOIN kernel_costs AS c "
+               "USING (run_id, source_id, kernel_id) WHERE run_name = 'hand' "
+               "ORDER BY kernel_id", "--format", "json",
+               "--warehouse", warehouse)
+    assert done.returncode == 0, done.stderr
+    assert "computed the kernel costs of 3 runs" in done.stderr
+    import json
+
+    rows = json.loads(done.stdout)
+    # the mm: 2·1024³ FLOP, 3·1024²·4 bytes, one kernel; nothing else has an op with shapes
+    assert rows[0] == {"kernel_name": "volta_sgemm_128x128_nn", "cost_source": "shape",
+                       "flops": 2.0 * 1024 ** 3, "bytes": 3 * 1024 ** 2 * 4.0,
+                       "op_kernel_count": 1, "bound": "compute"}
+    assert [r["cost_source"] for r in rows[1:]] == [None, None]  # the copies are not kernels
+    assert etl.api.costs(["hand"], warehouse).kept == ["hand"]

@@ -75,7 +75,7 @@ def read(con: duckdb.DuckDBPyConnection, run_id: str, gpu: Columns) -> ActivityI
     params = {"run": run_id}
     launch = _columns(con, LAUNCH_SQL, params)
     at = _align(launch, gpu)
-    cost_event, cost = _costs(con, params, gpu)
+    cost_event, cost = costs(con, params, gpu)
 
     def pick(name: str) -> np.ndarray:
         out = np.full(len(gpu), NONE, np.int64)
@@ -101,9 +101,10 @@ def _align(launch: Columns, gpu: Columns) -> np.ndarray:
     return np.where(hit, order[at], -1)
 
 
-def _costs(con: duckdb.DuckDBPyConnection, params: dict[str, str], gpu: Columns
-           ) -> tuple[np.ndarray, list[OpCost | None]]:
-    """Per activity: the costing op's event id and its cost (see the module docstring)."""
+def costs(con: duckdb.DuckDBPyConnection, params: dict[str, str], gpu: Columns
+          ) -> tuple[np.ndarray, list[OpCost | None]]:
+    """Per activity of `gpu` (source_id, launch_event_id): the costing op's event id and
+    its cost (see the module docstring); NONE and None where no op with shapes has one."""
     signatures = con.execute(SIGNATURES_SQL, params).fetchall()
     costs = {int(s): op_cost(name, dims, types) for s, name, dims, types in signatures}
     known = {s for s, c in costs.items() if c.flops is not None or c.bytes is not None}

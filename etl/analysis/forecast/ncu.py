@@ -15,7 +15,7 @@ method.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,13 @@ def read(con: duckdb.DuckDBPyConnection, run_id: str, gpu: Columns) -> Counters:
     """The counters of every activity in `gpu` that a ncu result was matched to."""
     empty = np.full(len(gpu), np.nan)
     return Counters({}, empty, empty.copy())
+
+
+def kernel_counts(con: duckdb.DuckDBPyConnection, run_id: str, kernels: Columns
+                  ) -> list[dict[str, Any]]:
+    """kernel_costs rows (cost_source ncu) of the kernels whose matched result counted
+    FLOPs or DRAM bytes."""
+    return []
 
 
 def factors(counters: Counters, acts: ActivityInputs, sources: list[Gpu], target: Gpu
