@@ -443,8 +443,9 @@ class _CatalogHelp(click.Option):
               help="The command that runs the training job.")
 def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations: int | None,
                 program: str) -> None:
-    """Print the ncu --metrics list for the four levels, and command lines to profile one
-    iteration.
+    """Print the ncu --metrics list for the four levels and the roofline (FLOPs per
+    precision, DRAM bytes: what kernel_roofline and etl forecast read), and command lines to
+    profile one iteration.
 
     \b
     Example:
@@ -467,7 +468,8 @@ def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations:
         click.echo(f"# {name} has no catalog entry: these are the counters of {entry.arch}, the "
                    f"nearest known architecture of its family ({entry.family}); unverified on "
                    f"{name}")
-    click.echo(f"# metrics collecting all four levels on {name}:")
+    click.echo(f"# metrics collecting all four levels and the roofline's FLOPs and DRAM bytes on "
+               f"{name}:")
     click.echo(",".join(ncu_metric_list(name)))
     click.echo("# profile the steps bracketed by cudaProfilerStart/Stop "
                "(torch.cuda.profiler.start()/stop()):")

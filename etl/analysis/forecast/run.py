@@ -102,7 +102,8 @@ def forecast_on(run: Prepared, target: Gpu, by: str = "iteration", host_factor: 
         raise ForecastError(f"--host-factor {host_factor!r}: a non-negative number")
     gpu = run.built.events.gpu
     predicted = predict(gpu, run.acts, run.sources, target, run.options,
-                        ncu.factors(run.ncu, run.acts, run.sources, target))
+                        ncu.factors(run.ncu, run.acts, run.sources, target,
+                                    dict(run.options.fallback)))
     notes = predicted.notes + memory_notes(run.memory, target)
     if by == "iteration":
         rows = _iteration_rows(run, predicted, target, host_factor)
