@@ -555,8 +555,10 @@ def lint_sql(record: bool, rebase: bool, same_rows: tuple[str, ...], base: str) 
               "(instead of names), e.g. \"model = 'resnet50'\".")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("report.html"), show_default=True, help="HTML file to write.")
+@click.option("--forecast", default=None, metavar="GPU,GPU",
+              help="Catalog GPUs to forecast every run on (etl gpus lists them): a table.")
 def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
-           output: Path) -> None:
+           output: Path, forecast: str | None) -> None:
     """Write one self-contained HTML report: the paper's figures (Fig. 5-8) over the runs,
     then busy/idle, kernels, ops, match coverage and anomalies of each run.
 
@@ -568,10 +570,12 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
       etl report -o report.html
       etl report resnet_amp_eager resnet_fp32_eager -o amp-vs-fp32.html
       etl report --where "precision = 'amp'" -o amp.html
+      etl report --forecast H100-SXM5-80GB,L4 -o report.html
     """
     from etl.present.report import write_report
 
-    shown = write_report(warehouse_dir, output, run_names, where)
+    gpus = [g for g in (forecast or "").split(",") if g.strip()]
+    shown = write_report(warehouse_dir, output, run_names, where, gpus)
     click.echo(f"wrote {output} ({len(shown)} runs)")
 
 

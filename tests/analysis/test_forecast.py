@@ -223,3 +223,21 @@ def test_kernel_costs_are_computed_when_a_query_reads_them(warehouse: Path) -> N
                        "op_kernel_count": 1, "bound": "compute"}
     assert [r["cost_source"] for r in rows[1:]] == [None, None]  # the copies are not kernels
     assert etl.api.costs(["hand"], warehouse).kept == ["hand"]
+
+
+def test_the_report_has_the_forecast_table_and_the_roofline(warehouse: Path,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    done = cli("report", "hand", "--forecast", "H100-SXM5-80GB,V100-PCIE-32GB",
+               "--warehouse", warehouse, "-o", out)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    section = page[page.index('id="forecast"'):page.index('id="roofline"')]
+    [row] = etl.api.forecast("hand", "H100-SXM5-80GB", warehouse=warehouse).rows
+    assert f'data-value="{float(row["predicted_ns"])!r}"' in section  # the mean of 1 window
+    assert section.count("<tr") == 1 + 2  # a header and a row per GPU
+    roofline = page[page.index('id="roofline"'):]
+    assert "hand: the 1 layers with the most costed kernel time" in roofline
+    assert "<circle" in roofline.split("</svg>")[0]
+    done = cli("report", "hand", "--forecast", "H100", "--warehouse", warehouse, "-o", out)
+    assert done.returncode == 1 and "ambiguous" in done.stderr
