@@ -341,6 +341,17 @@ def errors_toml(ops: dict[str, list[tuple[float, bool]]], cases: list[Case]) -> 
     return "\n".join(lines)
 
 
+def _write_cases(path: Path, cases: list[Case]) -> None:
+    """Every pair as a CSV row (signed errors), for looking further."""
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["source", "target", "config", "source_ms", "actual_ms",
+                         "predicted_ms", "error", "peak_ratio_error", "in_distribution"])
+        writer.writerows([c.source, c.target, c.config, c.source_ms, c.actual_ms,
+                          c.predicted_ms, c.error, c.baseline_error, c.in_distribution]
+                         for c in cases)
+
+
 def document(sections: dict[str, list[str]]) -> str:
     head = ["# Forecast backtest: NeuSight's labels",
             "",
@@ -375,6 +386,7 @@ def main() -> None:
             reconcile_lines(found, cases)}
     text = document(sections)
     print(text)
+    _write_cases(args.out / "cases.csv", cases)
     print(f"\n{time.process_time() - started:.1f} CPU s in this process")
     if args.write:
         DOC.write_text(text)
