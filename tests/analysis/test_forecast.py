@@ -241,3 +241,11 @@ def test_the_report_has_the_forecast_table_and_the_roofline(warehouse: Path,
     assert "<circle" in roofline.split("</svg>")[0]
     done = cli("report", "hand", "--forecast", "H100", "--warehouse", warehouse, "-o", out)
     assert done.returncode == 1 and "ambiguous" in done.stderr
+
+
+def test_etl_costs_names_what_it_computed_and_refuses_unknown_runs(warehouse: Path) -> None:
+    done = cli("costs", "hand", "--warehouse", warehouse)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("kernel costs computed for ")
+    missing = cli("costs", "no_such_run", "--warehouse", warehouse)
+    assert missing.returncode == 1 and "no run named no_such_run" in missing.stderr
