@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from etl.analysis.costs import Computed as CostsComputed
     from etl.analysis.critical_path import Computed
     from etl.analysis.forecast.run import Forecast
+    from etl.analysis.scale_out import ScaleOut
     from etl.analysis.whatif import WhatIf
     from etl.load.ingest import RunResult
     from etl.warehouse.compact import CompactResult
@@ -152,6 +153,26 @@ def costs(runs: Iterable[str] | None = None, warehouse: PathLike | None = None
 
     target = _warehouse(warehouse).existing()
     return ensure(target, None if runs is None else list(runs))
+
+
+def scale_out(run: str, ranks: int, warehouse: PathLike | None = None, *,
+              link: str | None = None, network: str | None = None, gpus_per_node: int = 8,
+              grad_bytes: float | None = None, source_link: str | None = None) -> ScaleOut:
+    """What `etl forecast RUN --ranks N` computes: the run's iterations data parallel on
+    `ranks` GPUs over `link` (and `network` between machines of `gpus_per_node`), from the
+    run's own collectives, or from `grad_bytes` of gradients for a one-GPU run
+    (etl/analysis/scale_out.py). `.rows`: one dict per device and iteration
+    (measured_ns, replayed_ns, forecast_ns, slowdown_ratio); `.notes`: what it rests on."""
+    from etl.analysis.scale_out import forecast_ranks, target_topology
+
+    con = connect(warehouse)
+    try:
+        gpu = con.execute("SELECT any_value(gpu) FROM runs WHERE run_name = ?",
+                          [run]).fetchone()
+        target = target_topology(ranks, gpus_per_node, link, network, gpu[0] if gpu else None)
+        return forecast_ranks(con, run, target, grad_bytes, source_link)
+    finally:
+        con.close()
 
 
 def default_jobs() -> int:

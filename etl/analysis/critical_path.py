@@ -27,7 +27,8 @@ UNLINKED_WHAT = {
     "stream_sync": "stream synchronizations that do not say which stream they waited for",
     "event_sync": "event synchronizations that do not say which event record they waited for",
     "stream_wait_event": "stream waits whose event record or streams are not in the trace",
-    "collective_unpaired": "collective kernels whose ranks hold different counts of them",
+    "collective_unpaired": ("collective kernels the view collectives could not pair across "
+                            "ranks (their ends disagree, or no other rank has them)"),
 }
 UNLINKED_REMEDY = ("their waits are kept as measured in replays; profile with CUDA "
                    "synchronization events (torch.profiler _ExperimentalConfig("

@@ -7,7 +7,10 @@ A scale is `SELECTOR:FACTOR` (the factor after the last colon: op names hold col
   launched it) or layer the regular expression finds (re.search);
 - `rank=N`: everything of rank N, its GPU activities and its host time;
 - `host`: the CPU time of every host thread (the gaps between calls, a call's own time;
-  not the time a thread waits in a blocking call).
+  not the time a thread waits in a blocking call);
+- several selectors joined by commas select what all of them select:
+  `rank=3,kernel_type=computation:0.5` halves rank 3's computation kernels only ("if rank 3
+  were not late"), `rank=3,host:0` removes rank 3's CPU time.
 An activity a collective is paired for scales its transfer, not its wait for the other
 ranks. Factors multiply where several scales match; 0 removes the time, 1 keeps it. A
 scale that matches nothing, or a factor that is not a non-negative number, is refused.
@@ -36,11 +39,16 @@ if TYPE_CHECKING:
 KERNEL_TYPES = ("computation", "communication", "memory", "other")
 SELECTORS = ("all", "kernel_type=", "kernel=", "op=", "layer=", "rank=", "host")
 USAGE = ("a scale is SELECTOR:FACTOR with SELECTOR all, host, kernel_type=TYPE, kernel=REGEX, "
-         "op=REGEX, layer=REGEX or rank=N, e.g. --scale kernel_type=communication:0.5")
+         "op=REGEX, layer=REGEX or rank=N, or several joined by commas (all must match), "
+         "e.g. --scale kernel_type=communication:0.5 or rank=3,kernel_type=computation:0.5")
 
 
 class WhatIfError(EtlError):
     """A what-if that cannot be answered as asked (one line, with what to do)."""
+
+
+# a comma joins selectors only where a selector's name follows (regexes hold commas: {1,3})
+_JOIN = re.compile(r",(?=(?:all|host|kernel_type=|kernel=|op=|layer=|rank=))")
 
 
 @dataclass(frozen=True)
@@ -48,14 +56,17 @@ class Scale:
     selector: str
     value: str | None   # the part after '=' (None for all, host)
     factor: float
+    also: tuple[Scale, ...] = ()  # further selectors that must match too (factor unused)
 
     @property
     def text(self) -> str:
-        return f"{self.selector}{'' if self.value is None else '=' + self.value}:{self.factor:g}"
+        parts = [f"{s.selector}{'' if s.value is None else '=' + s.value}"
+                 for s in (self, *self.also)]
+        return f"{','.join(parts)}:{self.factor:g}"
 
 
 def parse_scale(text: str) -> Scale:
-    """`SELECTOR:FACTOR`, refused in one line when either part is not understood."""
+    """`SELECTOR[,SELECTOR...]:FACTOR`, refused in one line when a part is not understood."""
     selector, colon, factor_text = text.rpartition(":")
     if not colon or not selector:
         raise WhatIfError(f"--scale {text!r}: no factor; {USAGE}")
@@ -66,6 +77,11 @@ def parse_scale(text: str) -> Scale:
     if not (factor >= 0 and np.isfinite(factor)):
         raise WhatIfError(f"--scale {text!r}: the factor {factor_text!r} is not a "
                           "non-negative number (0 removes the time, 0.5 halves it)")
+    first, *rest = [_selector(text, part, factor) for part in _JOIN.split(selector)]
+    return replace(first, also=tuple(rest))
+
+
+def _selector(text: str, selector: str, factor: float) -> Scale:
     name, equals, value = selector.partition("=")
     if (name + ("=" if equals else "")) not in SELECTORS or (equals and not value):
         raise WhatIfError(f"--scale {text!r}: unknown selector {selector!r}; {USAGE}")
@@ -98,7 +114,16 @@ def factors(built: graph.Graph, scales: list[Scale]) -> np.ndarray:
 
 
 def _matches(built: graph.Graph, scale: Scale) -> tuple[np.ndarray, np.ndarray]:
-    """(host slots, activity indices) a scale selects."""
+    """(host slots, activity indices) a scale selects: what each of its selectors does."""
+    hosts, acts = _selected(built, scale)
+    for other in scale.also:
+        more_hosts, more_acts = _selected(built, other)
+        hosts, acts = np.intersect1d(hosts, more_hosts), np.intersect1d(acts, more_acts)
+    return hosts, acts
+
+
+def _selected(built: graph.Graph, scale: Scale) -> tuple[np.ndarray, np.ndarray]:
+    """(host slots, activity indices) one selector selects."""
     gpu = built.events.gpu
     none = np.array([], np.int64)
     if scale.selector == "host":
@@ -181,8 +206,7 @@ def replay_window(replayer: engine.Replayer, window: windows.Window
     is its own (an iteration does not inherit the savings of the ones before it, and no
     scale of at most 1 can lengthen it: every replayed instant is at most its measured one)."""
     built, ordered = replayer.graph, replayer.ordered
-    first = ordered.first_at_or_after(built, window.start_ns)
-    last = int(np.flatnonzero(built.base[ordered.nodes] <= window.end_ns)[-1])
+    first, last = _window_range(built, ordered, window)
     changed = replayer.run(first, last)
     key = (window.source_id, window.device_id)
     [after] = [w for w in windows.windows(built, changed.time, key, window.iteration, True)
@@ -190,6 +214,36 @@ def replay_window(replayer: engine.Replayer, window: windows.Window
     # it starts where it did (the state it starts from is the measured one)
     return replace(after, start_ns=window.start_ns,
                    end_ns=max(after.end_ns, window.start_ns)), changed
+
+
+def _window_range(built: graph.Graph, ordered: engine.Order, window: windows.Window
+                  ) -> tuple[int, int]:
+    """The places of the order a window's replay covers: every source's nodes from the
+    window's start to its end, each source's times read on its own clock (ranks record on
+    their own clocks, aligned by their collectives: the replay's clock shifts), so that
+    another rank's work this window waits for is replayed with it."""
+    shifts = _clock_shifts(built)
+    own = shifts.get(window.source_id, 0)
+    first, last = ordered.first_at_or_after(built, window.start_ns), -1
+    for source, nodes in built.source_nodes.items():
+        delta = own - shifts.get(source, 0)   # the window's times on this source's clock
+        places, times = ordered.position[nodes], built.base[nodes]
+        inside = places[(times >= window.start_ns + delta) & (times <= window.end_ns + delta)]
+        if len(inside):
+            first, last = min(first, int(inside.min())), max(last, int(inside.max()))
+    measured_by_end = np.flatnonzero(built.base[ordered.nodes] <= window.end_ns)
+    if len(measured_by_end):
+        last = max(last, int(measured_by_end[-1]))
+    return first, max(first, last)
+
+
+def _clock_shifts(built: graph.Graph) -> dict[int, int]:
+    """Per source, what puts its times on the run's common clock (collectives_v1's)."""
+    gpu = built.events.gpu
+    if not len(gpu):
+        return {}
+    return {int(s): int(c) for s, c in zip(gpu["source_id"].tolist(),
+                                           gpu["clock_shift_ns"].tolist())}
 
 
 def _run_id(con: duckdb.DuckDBPyConnection, run_name: str) -> str:

@@ -70,8 +70,10 @@ def _count(items: list[str], noun: str) -> str:
 @click.argument("run")
 @click.option("--scale", "scales", multiple=True, metavar="SELECTOR:FACTOR",
               help="Scale durations: all, host, kernel_type=TYPE, kernel=REGEX, op=REGEX, "
-                   "layer=REGEX or rank=N, then the factor after the last colon (0 removes "
-                   "the time, 0.5 halves it). Repeat to combine; factors multiply.")
+                   "layer=REGEX or rank=N (several joined by commas select what all "
+                   "select: rank=3,kernel_type=computation), then the factor after the last "
+                   "colon (0 removes the time, 0.5 halves it). Repeat to combine; factors "
+                   "multiply.")
 @warehouse_option
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="csv and json: the per-iteration rows alone.")
@@ -107,3 +109,24 @@ def whatif(run: str, scales: tuple[str, ...], warehouse_dir: Path, fmt: str) -> 
     output.print_rows(["segment_kind", "name", "dur_ns", "path_share"],
                       [(p["segment_kind"], p["name"], p["dur_ns"], round(p["path_share"], 4))
                        for p in shown], "table")
+
+
+@main.command()
+def links() -> None:
+    """The link catalog (etl/core/links.toml): what `etl forecast --link/--network` take.
+
+    One row per link: its key, family, scope (node: GPUs of one machine; network: between
+    machines, one NIC port per GPU), the GB/s one GPU sends in one direction, NCCL's ring
+    step latency on it, and the source of the figure.
+
+    \b
+    Example:
+      etl links
+    """
+    from etl.cli import output
+    from etl.core.links import links as catalog
+
+    rows = [(lk.key, lk.family, lk.scope, lk.per_gpu_gbs, lk.step_latency_us, lk.confidence,
+             lk.source) for lk in catalog().values()]
+    output.print_rows(["link", "family", "scope", "per_gpu_gbs", "step_latency_us",
+                       "confidence", "source"], rows, "table")

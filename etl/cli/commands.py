@@ -275,30 +275,10 @@ def _collect_garbage(warehouse_dir: Path) -> None:
     Warehouse.at(warehouse_dir).collect_garbage()
 
 
-# What a user looks for first; everything else is one `etl query` away.
+# What a user looks for first (the view run_list); everything else is one `etl query` away.
 RUNS_SQL = """
-WITH step_hints AS (
-    -- runs without step markers: the step_pattern their anomaly suggests
-    -- (etl/load/step_hint.py: KIND, suggestion())
-    SELECT run_id, coalesce(min(nullif(regexp_extract(
-               detail, 'step_pattern = (''[^'']*''|"[^"]*")', 0), '')),
-               'no step markers (see anomalies)') AS hint
-    FROM anomalies WHERE kind = 'no_step_markers' GROUP BY run_id
-)
-SELECT r.run_name AS run, r.gpu,
-       len(list_filter(r.sources, s -> s.role = 'trace')) AS ranks,
-       max(s.iteration_count) AS iterations, r.kernel_count AS kernels,
-       avg(s.gpu_util) AS gpu_util,
-       min(h.hint) AS hint,
-       avg(u.matched_time_share) AS ncu_coverage,
-       strftime(r.ingested_at, '%Y-%m-%d %H:%M') AS ingested_at
-FROM runs AS r
-LEFT JOIN run_summary AS s ON s.run_id = r.run_id
-LEFT JOIN run_utilization AS u ON u.run_id = r.run_id AND u.source_id = s.source_id
- AND u.device_id = s.device_id
-LEFT JOIN step_hints AS h ON h.run_id = r.run_id
-GROUP BY r.run_name, r.gpu, r.sources, r.kernel_count, r.ingested_at
-ORDER BY r.run_name
+SELECT run, gpu, ranks, iterations, kernels, gpu_util, hint, ncu_coverage, ingested_at
+FROM run_list ORDER BY run
 """
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
           "ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
-          "gpu_samples", "memory_events", "syncs")
+          "gpu_samples", "memory_events", "syncs", "collective_ops")
 # tables computed from a run's tables after its publish, on demand (etl critical-path,
 # etl costs): one file per run publish under <warehouse>/derived/<publish_id>/, read with
 # the run's publish

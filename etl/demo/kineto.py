@@ -17,8 +17,10 @@ What the three runs exercise:
   data-loading gap at the start of each step to hit a target, see `STEADY_BUSY_TARGETS`).
 - fp32 vs amp: amp GEMM/conv kernels take ~0.6x as long and carry tensor-core names.
 - DDP: two ranks (one gzipped file, one plain), `distributedInfo`, an NCCL all-reduce per
-  step on a second stream overlapping the backward pass, and two files the ingest must
-  skip (`train.log`, `config.json`).
+  step on a second stream overlapping the backward pass (its record_param_comms op says
+  what it carried: a 25 MiB fp32 bucket; each rank's steps are drawn on their own, so the
+  ranks' all-reduces do not end together and the views do not pair their waits), and two
+  files the ingest must skip (`train.log`, `config.json`).
 - resnet_amp_nsys: the run as Nsight Systems and two GPU monitors see it (etl/demo/nsys.py):
   an nsys SQLite export on the wall clock, nvidia-smi in local time (run.toml timezone) and
   DCGM exporter scrapes, so that instrument_comparison shows "~100% busy, tensor cores
@@ -185,7 +187,7 @@ def write_trace(folder: Path, run: RunSpec, rank: int, seed: int) -> None:
     # a string seed is hashed deterministically (not with PYTHONHASHSEED)
     rng = random.Random(f"{seed}:{run.name}:{rank}")
     start_ns = 3_600_000_000_000 + rng.randrange(1_000_000_000)  # ~1 h after BASE_TIME_NS
-    trace = _Trace(rng, run.precision, run.world_size, host_ns=start_ns)
+    trace = _Trace(rng, run.precision, run.world_size, host_ns=start_ns, rank=rank)
     profiler_start = trace.host_ns
     trace.advance_host(150, 300)
     for step in range(1, ITERATIONS + 1):
@@ -214,6 +216,7 @@ class _Trace:
     precision: str
     world_size: int
     host_ns: int
+    rank: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
     stream_free_ns: dict[int, int] = field(default_factory=dict)
     next_correlation: int = 1000
@@ -247,7 +250,8 @@ class _Trace:
         self.add(cat, name, HOST_PID, HOST_PID, start_ns, self.host_ns - start_ns, args)
 
     @contextmanager
-    def op(self, name: str, cat: str = "cpu_op") -> Iterator[None]:
+    def op(self, name: str, cat: str = "cpu_op", args: dict[str, Any] | None = None
+           ) -> Iterator[None]:
         """A host op (or record_function annotation) enclosing whatever runs inside it."""
         start, external_id = self.host_ns, self.new_external_id()
         self.open_ops.append(external_id)
@@ -255,7 +259,7 @@ class _Trace:
         yield
         self.advance_host(1, 3)
         self.open_ops.pop()
-        self.add_host(cat, name, start, {"External id": external_id})
+        self.add_host(cat, name, start, {"External id": external_id, **(args or {})})
 
     @contextmanager
     def ops(self, *names: str) -> Iterator[None]:
@@ -500,8 +504,20 @@ def _conv_bn_relu_backward(trace: _Trace, scale: float, input_grad: bool) -> Non
         trace.launch("conv_wgrad", scale)
 
 
+# c10d's record_param_comms args as torch 2.5-2.11 writes them for DDP's gradient bucket
+# all-reduce (no Seq before 2.12): 25 MiB buckets of fp32 gradients
+BUCKET_ELEMENTS = 25 * 2**20 // 4
+
+
 def _all_reduce(trace: _Trace) -> None:
-    with trace.op("nccl:all_reduce", cat="user_annotation"), trace.op("record_param_comms"):
+    comms = {"Collective name": "allreduce", "dtype": "Float",
+             "In msg nelems": BUCKET_ELEMENTS, "Out msg nelems": BUCKET_ELEMENTS,
+             "In split size": "[]", "Out split size": "[]", "Global rank start": 0,
+             "Global rank stride": 1, "Group size": trace.world_size,
+             "Process Group Name": "0", "Process Group Description": "default_pg",
+             "Process Group Ranks": str(list(range(trace.world_size))), "Rank": trace.rank}
+    with trace.op("nccl:all_reduce", cat="user_annotation"), \
+            trace.op("record_param_comms", args=comms):
         # NCCL's stream waits for the gradients already queued on the compute stream
         trace.wait_stream(NCCL_STREAM, on=COMPUTE_STREAM)
         trace.launch("all_reduce", stream=NCCL_STREAM)

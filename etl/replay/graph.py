@@ -26,11 +26,11 @@ Edges, from what the trace records (`etype`):
   after its copy had ended: CUDA copies from pageable memory synchronously, Async or not);
 - COMM: each rank's start of a collective → the end of the same collective on every rank
   of the run: it ends once the last rank has arrived, plus its transfer (the measured end
-  after the last arrival, scaled by the activity's factor). Collectives are paired by their
-  order among the collectives of one type on one stream of each source (streams numbered
-  by first use), when every source has as many. Ranks record on their own hosts' clocks:
-  they are aligned by the median difference of their collectives' ends (a collective's
-  transfer completes on every rank within microseconds).
+  after the last arrival, scaled by the activity's factor). The pairing across ranks and
+  the alignment of the ranks' clocks are the view collectives_v1's (by process group and
+  sequence number, else by order; clocks aligned by the collectives' ends), and only the
+  instances it kept (their ranks' ends agree) are linked; the others keep their measured
+  lengths.
 
 Where the trace lacks a link, no edge is invented: the node keeps its measured delay or
 length, and `Graph.unlinked` counts what could not be linked (a stream synchronize without
@@ -38,7 +38,6 @@ a synchronization record does not say which stream it waited for).
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -54,8 +53,6 @@ THREAD_START, CALL_START, CALL_END, MARKER_START, MARKER_END, THREAD_END = range
 # GPU activity (Graph.host_slot, Graph.activity_slot)
 FIXED = 0
 MAX_SCOPE_LOOKBACK = 256  # scopes looked back at to name a host gap
-_COLLECTIVE = re.compile(r"(?i)(all_?reduce|all_?gather|reduce_?scatter|broadcast|"
-                         r"all_?to_?all|send_?recv|reduce|send|recv)")
 
 
 @dataclass
@@ -470,9 +467,8 @@ def _duration_edges(edges: _Edges, gpu: Columns, acts: np.ndarray, first_slot: i
     """GPU edges (start → end: the scaled duration), and COMM edges for collectives paired
     across the run's sources, on clocks aligned by the collectives' ends."""
     paired = np.zeros(len(gpu), dtype=bool)
-    groups = _collectives(gpu, unlinked)
-    offset = _clock_offsets(gpu, groups)
-    for members in groups:
+    offset = np.asarray(gpu["clock_shift_ns"], np.int64) if len(gpu) else np.zeros(0, np.int64)
+    for members in _collectives(gpu, unlinked):
         aligned = gpu["ts_ns"][members] + offset[members]
         last = int(aligned.max())
         for k in members.tolist():
@@ -488,61 +484,19 @@ def _duration_edges(edges: _Edges, gpu: Columns, acts: np.ndarray, first_slot: i
               first_slot + alone, GPU)
 
 
-def _clock_offsets(gpu: Columns, groups: list[np.ndarray]) -> np.ndarray:
-    """Per activity, what to add to its source's times to put them on the first source's
-    clock: ranks profile on their own hosts' clocks, and a collective ends on every rank
-    within microseconds of the others (its transfer completes together), so each source's
-    offset is the median difference of its collectives' ends from the first source's."""
-    offset = np.zeros(len(gpu), np.int64)
-    if not groups:
-        return offset
-    first = min(int(gpu["source_id"][g].min()) for g in groups)
-    differences: dict[int, list[int]] = {}
-    for members in groups:
-        sources = gpu["source_id"][members]
-        reference = members[sources == first]
-        if not len(reference):
-            continue
-        for k in members.tolist():
-            differences.setdefault(int(gpu["source_id"][k]), []).append(
-                int(gpu["end_ns"][reference[0]]) - int(gpu["end_ns"][k]))
-    for source, diffs in differences.items():
-        offset[gpu["source_id"] == source] = int(np.median(diffs))
-    return offset
-
-
-def collective_type(name: str) -> str:
-    """allreduce, allgather, reducescatter, broadcast, alltoall, sendrecv, reduce, send,
-    recv, or collective, from a communication kernel's name."""
-    match = _COLLECTIVE.search(name)
-    return match.group(1).lower().replace("_", "") if match else "collective"
-
-
 def _collectives(gpu: Columns, unlinked: Counter[str]) -> list[np.ndarray]:
-    """Groups of one collective across the run's sources (see the module docstring)."""
-    comm = np.flatnonzero((gpu["kernel_type"] == "communication") & (gpu["kind"] == "kernel")) \
-        if len(gpu) else np.array([], np.int64)
-    sources = sorted(set(gpu["source_id"][comm].tolist()))
-    if len(sources) < 2:
+    """Groups of one collective across the run's sources: collectives_v1's instances."""
+    if not len(gpu):
         return []
-    lists: dict[tuple[str, int], dict[int, list[int]]] = {}
-    for source in sources:
-        mine = comm[gpu["source_id"][comm] == source]
-        mine = mine[np.argsort(gpu["ts_ns"][mine], kind="stable")]
-        streams: dict[int, int] = {}
-        for k in mine.tolist():
-            ordinal = streams.setdefault(int(gpu["stream_id"][k]), len(streams))
-            key = (collective_type(str(gpu["name"][k])), ordinal)
-            lists.setdefault(key, {}).setdefault(source, []).append(k)
-    groups: list[np.ndarray] = []
-    for per_source in lists.values():
-        if len(per_source) < 2:
-            continue
-        if len({len(v) for v in per_source.values()}) != 1:
-            unlinked["collective_unpaired"] += sum(len(v) for v in per_source.values())
-            continue
-        groups += [np.array(members, np.int64) for members in zip(*per_source.values())]
-    return groups
+    comm = (gpu["kernel_type"] == "communication") & (gpu["kind"] == "kernel")
+    instances = gpu["collective_instance"]
+    kept = np.array([i is not None for i in instances], dtype=bool) & comm
+    if len(set(gpu["source_id"][comm].tolist())) > 1:  # one rank: nothing to pair with
+        unlinked["collective_unpaired"] += int((comm & ~kept).sum())
+    members: dict[str, list[int]] = {}
+    for k in np.flatnonzero(kept).tolist():
+        members.setdefault(str(instances[k]), []).append(k)
+    return [np.array(m, np.int64) for m in members.values() if len(m) > 1]
 
 
 def _host_edges(edges: _Edges, host: _HostPoints, index: _Index, events: RunEvents,

@@ -102,13 +102,24 @@ FROM calls AS c
 ASOF LEFT JOIN outermost AS o ON o.thread_name = c.thread_name AND o.ts_ns <= c.ts_ns
 ORDER BY c.thread_name, c.ts_ns, c.dur_ns DESC, c.event_id
 """
+# collective_instance and clock_shift_ns: collectives_v1's pairing of one collective across
+# the run's ranks (only where it kept the pairing: its wait is known) and what moves the
+# source's times onto the run's common clock, so the replay and the views pair alike
 GPU = """
-SELECT source_id, kernel_id, rank, device_id, stream_id, ts_ns, ts_ns + dur_ns AS end_ns,
-       kind, kernel_type, name, op_name, layer, launch_event_id, correlation_id, iteration
-FROM kernels
-WHERE run_id = $run AND kind IN ('kernel', 'memcpy', 'memset') AND ts_ns IS NOT NULL
-  AND dur_ns >= 0 AND device_id IS NOT NULL AND stream_id IS NOT NULL
-ORDER BY source_id, kernel_id
+SELECT k.source_id, k.kernel_id, k.rank, k.device_id, k.stream_id, k.ts_ns,
+       k.ts_ns + k.dur_ns AS end_ns, k.kind, k.kernel_type, k.name, k.op_name, k.layer,
+       k.launch_event_id, k.correlation_id, k.iteration,
+       c.instance AS collective_instance,
+       coalesce(max(c.aligned_start_ns - c.start_ns) OVER (PARTITION BY k.source_id), 0)
+           AS clock_shift_ns
+FROM kernels AS k
+LEFT JOIN (SELECT source_id, kernel_id, instance, start_ns, aligned_start_ns
+           FROM collectives_v1
+           WHERE run_id = $run AND wait_ns IS NOT NULL) AS c
+  ON c.source_id = k.source_id AND c.kernel_id = k.kernel_id
+WHERE k.run_id = $run AND k.kind IN ('kernel', 'memcpy', 'memset') AND k.ts_ns IS NOT NULL
+  AND k.dur_ns >= 0 AND k.device_id IS NOT NULL AND k.stream_id IS NOT NULL
+ORDER BY k.source_id, k.kernel_id
 """
 SYNCS = """
 SELECT source_id, sync_id, kind, device_id, stream_id, ts_ns, ts_ns + dur_ns AS end_ns,

@@ -10,6 +10,7 @@ that is not of its kind is NULL with a `bad_argument` anomaly, never a guess.
     json       [[5, 128], []] (Input Dims)         string, the JSON compacted
     text_list  ["float", "Scalar"] (Input type)    list<string>
     text       "model.py(12): forward" (stack)     string; "" is NULL (nothing recorded)
+    label      "0" or 3 (Process Group Name)       string: the text, or an integer's digits
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def decoder_field(kind: str, key: str) -> tuple[Any, Any]:
     if kind == "json":  # kept as raw text: no Python objects for nested lists
         return msgspec.Raw, msgspec.field(default_factory=lambda: _NO_RAW, name=key)
     types = {"percent": float | str, "number": float | str, "text": str,
-             "text_list": list[str] | str}
+             "text_list": list[str] | str, "label": str | int}
     return types[kind] | None, msgspec.field(default=None, name=key)
 
 
@@ -150,6 +151,21 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _label(value: Any) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _text(value)
+
+
+def _fast_labels(values: Sequence[Any]) -> pa.Array | None:
+    kinds = set(map(type, values))
+    if kinds <= {type(None), str} and "" not in values:
+        return pa.array(values, pa.string())
+    if kinds <= {type(None), int}:
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
+    return None
+
+
 def _text_list(value: Any) -> list[str] | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
@@ -158,14 +174,15 @@ def _text_list(value: Any) -> list[str] | None:
 
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "percent": _percent, "number": _number, "json": _json, "text": _text,
-    "text_list": _text_list}
+    "text_list": _text_list, "label": _label}
 _FAST: dict[str, Callable[[Sequence[Any]], pa.Array | None]] = {
     "percent": lambda v: _fast_numbers(v, 100.0, 100.0),
     "number": lambda v: _fast_numbers(v, sys.float_info.max),
     "json": _fast_json,
-    "text": _fast_texts, "text_list": _fast_text_lists}
+    "text": _fast_texts, "text_list": _fast_text_lists, "label": _fast_labels}
 _ARROW: dict[str, Callable[[], pa.DataType]] = {
     "percent": pa.float64, "number": pa.float64, "json": pa.string, "text": pa.string,
-    "text_list": lambda: pa.list_(pa.string())}
+    "text_list": lambda: pa.list_(pa.string()), "label": pa.string}
 _WHAT = {"percent": "a number in 0..100", "number": "a finite number >= 0",
-         "json": "a JSON list", "text": "text", "text_list": "a list of strings"}
+         "json": "a JSON list", "text": "text", "text_list": "a list of strings",
+         "label": "text or an integer"}

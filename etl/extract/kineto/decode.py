@@ -42,6 +42,9 @@ ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_
 MEMORY_COLUMNS = ("memory_total_allocated", "memory_total_reserved", "memory_bytes",
                   "memory_device_id", "memory_device_type")  # [memory] events' args
 SYNC_COLUMNS = ("wait_stream", "wait_record_correlation", "wait_cuda_event")  # cuda_sync args
+COLLECTIVE_INT_COLUMNS = ("in_msg_nelems", "out_msg_nelems", "group_size", "comm_rank",
+                          "comm_seq", "global_rank_start", "global_rank_stride", "src_rank",
+                          "dst_rank")  # record_param_comms args
 DIM_COLUMNS = ("grid", "block")
 
 
@@ -716,7 +719,8 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
     args, arrays = _normalised_args(cols, anomalies)
     grid, block = (_dims(c, args[c], ids, anomalies, arrays.get(c)) for c in DIM_COLUMNS)
     ints = {c: _int_column(c, args[c], ids, anomalies, arrays.get(c))
-            for c in (*ARG_COLUMNS, *MEMORY_COLUMNS, *SYNC_COLUMNS, "flops")}
+            for c in (*ARG_COLUMNS, *MEMORY_COLUMNS, *SYNC_COLUMNS, *COLLECTIVE_INT_COLUMNS,
+                      "flops")}
     return pa.table({
         "event_id": pa.array(ids, pa.int64()), "ph": _strings(cols.ph),
         "category": _strings(cols.cat), "name": _strings(cols.name),
@@ -730,6 +734,7 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
         "registers_per_thread": ints["registers_per_thread"],
         "shared_memory_bytes": ints["shared_memory_bytes"], "bytes": ints["bytes"],
         **{c: ints[c] for c in MEMORY_COLUMNS}, **{c: ints[c] for c in SYNC_COLUMNS},
+        **{c: ints[c] for c in COLLECTIVE_INT_COLUMNS},
         "flops": ints["flops"],
         "sequence_number": ints["sequence_number"], "fwd_thread_id": ints["fwd_thread_id"],
         **{c: arg_array(c, cols.args[c], ids, anomalies, cols.typed) for c in arg_kinds()},

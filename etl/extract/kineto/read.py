@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from etl.extract import link
 from etl.extract.kineto import layers
 from etl.extract.kineto.decode import Anomaly, TraceInfo, stream_trace
+from etl.extract.collective_ops import collective_ops
 from etl.extract.fields import field_map
 from etl.core.errors import InputError
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
@@ -190,6 +191,7 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     source.anomalies += _memory_events(spill, source, sinks,
                                        {d for s in summaries for d in s.devices})
     _syncs(spill, source, sinks)
+    _collective_ops(spill, source, sinks)
     source.anomalies += info.anomalies
     if info.truncated:
         source.anomalies.append(("truncated_input", None, "the file ends early; the complete "
@@ -631,6 +633,19 @@ def _repeated(value: int | None, n: int) -> pa.Array:
     """An int32 column of one value (NULL for None) without a Python list of n items; a
     value out of int32 fails in the scalar's conversion."""
     return pa.repeat(pa.scalar(value, pa.int32()), n)
+
+
+def _collective_ops(spill: Path, source: _Source, sinks: Sinks) -> None:
+    """The record_param_comms args spilled by the slices (coll-*) → collective_ops rows."""
+    files = sorted(spill.glob("coll-*.parquet"))
+    if not files:
+        return
+    rows = pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive"
+                            ).sort_by("event_id")
+    # the slices name two args apart from their columns: dtype and seq
+    renamed = {"collective_dtype": "dtype", "comm_seq": "seq"}
+    rows = rows.rename_columns([renamed.get(c, c) for c in rows.column_names])
+    sinks.table("collective_ops", collective_ops(source.source_id, source.rank, rows))
 
 
 def _syncs(spill: Path, source: _Source, sinks: Sinks) -> None:

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from etl.extract.kineto.decode import (MEMORY_COLUMNS, SYNC_COLUMNS, Anomaly, SliceText,
+from etl.extract.kineto.decode import (COLLECTIVE_INT_COLUMNS, MEMORY_COLUMNS, SYNC_COLUMNS,
+                                       Anomaly, SliceText,
                                        decode_slice,
                                        field_map)
 from etl.extract.kineto import layers
@@ -72,6 +73,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     base, begin_end = split_begin_end(base)
     base = _spill_memory(base, folder, index)
     base = _spill_syncs(base, folder, index)
+    base = _spill_collectives(base, folder, index)
     if begin_end is not None:
         _write(begin_end, folder / f"be-{index:06d}.parquet")
         summary.begin_end_rows = begin_end.num_rows
@@ -107,6 +109,25 @@ def _spill_memory(base: pa.Table, folder: Path, index: int) -> pa.Table:
 
 
 SYNC_ROW = ["event_id", "name", "ts_ns", "dur_ns", "device_id", "stream_id", "correlation_id"]
+COLLECTIVE_TEXT_COLUMNS = ("collective_name", "collective_dtype", "in_split_size",
+                           "out_split_size", "process_group_name", "process_group_desc",
+                           "process_group_ranks", "comms_id")
+
+
+def _spill_collectives(base: pa.Table, folder: Path, index: int) -> pa.Table:
+    """The collective args of c10d's record_param_comms ops to coll-<index>.parquet (read.py
+    writes them to collective_ops); every event goes on without those columns (Kineto's
+    copies on the NCCL kernels are the same values)."""
+    columns = [c for c in (*COLLECTIVE_INT_COLUMNS, *COLLECTIVE_TEXT_COLUMNS)
+               if c in base.column_names]
+    if not columns:
+        return base
+    names = field_map("kineto")["collectives"]["op_names"]
+    mask = pc.fill_null(pc.is_in(base["name"], pa.array(names, pa.string())), False)
+    if pc.any(mask).as_py():
+        _write(base.filter(mask).select(["event_id", "ts_ns", "dur_ns", *columns]),
+               folder / f"coll-{index:06d}.parquet")
+    return base.drop_columns(columns)
 
 
 def _spill_syncs(base: pa.Table, folder: Path, index: int) -> pa.Table:

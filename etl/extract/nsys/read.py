@@ -40,6 +40,7 @@ from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
 from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.decode import Export
+from etl.extract.nsys.collectives import NcclRanges
 from etl.extract.nsys.syncs import read_syncs
 from etl.extract.fields import field_map
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
@@ -118,7 +119,8 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
         if steps.unpopped:
             close_last_step(steps, spill, spilled.parts)
 
-    link_host(spill, names, steps, link_end, context, sinks.host_events,
+    nccl = NcclRanges(sinks.host_events)
+    link_host(spill, names, steps, link_end, context, nccl,
               LinkOptions(spilled.parts, options.chunk_rows, options.threads,
                           spilled.in_start_order),
               gpu_spilled)
@@ -144,6 +146,9 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
                        int(start_utc))
     if syncs is not None:
         sinks.table("syncs", syncs)
+    collectives = nccl.table(source_id)
+    if collectives is not None:
+        sinks.table("collective_ops", collectives)
     sinks.anomalies(_anomaly_table(anomalies, source_id))
     iterations = _iteration_table(steps, spilled, source_id, np.int64(start_utc))
     gpu_names = [n for n in devices.column("name").to_pylist() if n]

@@ -29,7 +29,18 @@ ARGS = {"correlation_id": ["correlation"], "external_id": ["External id", "exter
         # cuda_sync waits (→ syncs)
         "wait_stream": ["wait_on_stream"],
         "wait_record_correlation": ["wait_on_cuda_event_record_corr_id"],
-        "wait_cuda_event": ["wait_on_cuda_event_id"]}
+        "wait_cuda_event": ["wait_on_cuda_event_id"],
+        # record_param_comms' integer args (→ collective_ops)
+        "in_msg_nelems": ["In msg nelems"], "out_msg_nelems": ["Out msg nelems"],
+        "group_size": ["Group size"], "comm_rank": ["Rank"], "comm_seq": ["Seq"],
+        "global_rank_start": ["Global rank start"], "global_rank_stride": ["Global rank stride"],
+        "src_rank": ["Src Rank"], "dst_rank": ["Dst Rank"]}
+# record_param_comms' text args: a string as written, an integer as its digits
+LABELS = {"collective_name": ["Collective name"], "collective_dtype": ["dtype"],
+          "in_split_size": ["In split size"], "out_split_size": ["Out split size"],
+          "process_group_name": ["Process Group Name", "Process Group ID"],
+          "process_group_desc": ["Process Group Description"],
+          "process_group_ranks": ["Process Group Ranks"], "comms_id": ["Comms Id"]}
 
 
 def naive_events(path: Path) -> list[dict[str, Any]]:
@@ -50,6 +61,9 @@ def _row(i: int, ev: dict[str, Any]) -> dict[str, Any]:
                            "tid": _str(ev.get("tid"))}
     for column, keys in ARGS.items():
         row[column] = _int(next((args[k] for k in keys if args.get(k) is not None), None))
+    for column, keys in LABELS.items():
+        value = next((args[k] for k in keys if args.get(k) is not None), None)
+        row[column] = str(value) if isinstance(value, int) else (value or None)
     for dim in ("grid", "block"):
         value = args.get(dim)
         ok = isinstance(value, list) and len(value) == 3
