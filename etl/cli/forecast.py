@@ -13,7 +13,7 @@ FORMATS = click.Choice(["table", "csv", "json"])
 
 @main.command()
 @click.argument("run")
-@click.option("--gpu", "gpu_name", required=True, metavar="NAME",
+@click.option("--gpu", "gpu_name", default=None, metavar="NAME",
               help="The target GPU: a catalog key or a name as traces write it (etl gpus).")
 @click.option("--by", type=click.Choice(BY), default="iteration", show_default=True,
               help="One row per iteration window, or per op, layer, kernel or kernel type.")
@@ -24,30 +24,76 @@ FORMATS = click.Choice(["table", "csv", "json"])
 @click.option("--fallback", "fallbacks", multiple=True, metavar="LACKING=STAND_IN",
               help="Forecast work in a precision the target lacks as another, e.g. "
                    "bf16=fp16 for a V100. Repeat for several.")
+@click.option("--ranks", type=int, default=None, metavar="N",
+              help="Instead of --gpu: the run data parallel on N GPUs of its kind (the same "
+                   "per-GPU batch), its collectives at that size.")
+@click.option("--link", "link_key", default=None, metavar="KEY",
+              help="With --ranks: the link between the GPUs of a machine (etl links; "
+                   "default: the usual one of the run's GPU).")
+@click.option("--network", "network_key", default=None, metavar="KEY",
+              help="With --ranks: the network between machines, once the ranks span more "
+                   "than one (e.g. ib_ndr).")
+@click.option("--gpus-per-node", type=int, default=None, metavar="N",
+              help="With --ranks: GPUs per machine (default 8).")
+@click.option("--grad-bytes", type=float, default=None, metavar="BYTES",
+              help="With --ranks, for a run without collectives: the bytes of gradients "
+                   "DDP all-reduces (4 x the parameters in fp32).")
+@click.option("--source-link", default=None, metavar="KEY",
+              help="With --ranks: the link the run was measured on, when not its GPU's usual "
+                   "one.")
 @warehouse_option
 @click.option("--format", "fmt", type=FORMATS, default="table", show_default=True,
               help="csv and json: the rows alone.")
-def forecast(run: str, gpu_name: str, by: str, source_gpu: str | None, host_factor: float,
-             fallbacks: tuple[str, ...], warehouse_dir: Path, fmt: str) -> None:
-    """What RUN would take on another GPU.
+def forecast(run: str, gpu_name: str | None, by: str, source_gpu: str | None,
+             host_factor: float, fallbacks: tuple[str, ...], ranks: int | None,
+             link_key: str | None, network_key: str | None, gpus_per_node: int | None,
+             grad_bytes: float | None, source_link: str | None, warehouse_dir: Path,
+             fmt: str) -> None:
+    """What RUN would take on another GPU (--gpu), or on more GPUs (--ranks).
 
-    Every GPU activity gets a predicted time on the target and the method that gave it
-    (shape: its op's FLOPs and bytes from the input shapes; wave_scaled: its name and
+    --gpu: every GPU activity gets a predicted time on the target and the method that gave
+    it (shape: its op's FLOPs and bytes from the input shapes; wave_scaled: its name and
     grid; bandwidth: copies and sets; ncu: its Nsight Compute counters; communication and
     host copies keep their time), and each iteration is replayed with them. low_ns and
     high_ns: a central 80% interval from the backtest's errors of the methods used,
     weighted by their share of the predicted time (docs/forecast.md).
+
+    --ranks: each collective takes NCCL's ring time on the target's links, calibrated on
+    the run's own collectives, and the run is replayed with them; a one-GPU run adds what
+    DDP's all-reduce of --grad-bytes leaves exposed after its backward pass
+    (etl/analysis/scale_out.py).
 
     \b
     Example:
       etl forecast resnet_amp_eager --gpu H100-SXM5-80GB
       etl forecast resnet_amp_eager --gpu L4 --by op --format csv
       etl forecast bert_bf16 --gpu V100-PCIE-32GB --fallback bf16=fp16
+      etl forecast resnet_amp_ddp --ranks 8
+      etl forecast resnet_amp_eager --ranks 16 --network ib_ndr --grad-bytes 102e6
     """
-    from etl.api import forecast as run_forecast
     from etl.cli import output
     from etl.core.errors import EtlError
 
+    if (gpu_name is None) == (ranks is None):
+        raise EtlError("give the target as --gpu NAME (another GPU) or --ranks N (more GPUs "
+                       "of the run's kind), one of them")
+    if ranks is not None:
+        gpu_only = [name for name, given in (
+            ("--by", by != "iteration"), ("--source-gpu", source_gpu is not None),
+            ("--host-factor", host_factor != 1.0), ("--fallback", bool(fallbacks))) if given]
+        if gpu_only:
+            raise EtlError(f"{', '.join(gpu_only)} go with --gpu, not --ranks")
+        _scale_out(run, ranks, link_key, network_key, gpus_per_node, grad_bytes, source_link,
+                   warehouse_dir, fmt)
+        return
+    ranks_only = [name for name, given in (
+        ("--link", link_key), ("--network", network_key), ("--gpus-per-node", gpus_per_node),
+        ("--grad-bytes", grad_bytes), ("--source-link", source_link)) if given is not None]
+    if ranks_only:
+        raise EtlError(f"{', '.join(ranks_only)} go with --ranks, not --gpu")
+    from etl.api import forecast as run_forecast
+
+    assert gpu_name is not None
     pairs = dict(_pair(f) for f in fallbacks)
     if not pairs and fallbacks:
         raise EtlError("--fallback takes LACKING=STAND_IN, e.g. bf16=fp16")
@@ -60,6 +106,27 @@ def forecast(run: str, gpu_name: str, by: str, source_gpu: str | None, host_fact
     output.print_rows(columns, rows, fmt)
     for note in result.notes:
         click.echo(f"note: {note}")
+
+
+SCALE_OUT_COLUMNS = ["run_name", "rank", "device_id", "iteration", "ranks", "link", "network",
+                     "measured_ns", "replayed_ns", "forecast_ns", "slowdown_ratio", "method"]
+
+
+def _scale_out(run: str, ranks: int, link_key: str | None, network_key: str | None,
+               gpus_per_node: int | None, grad_bytes: float | None, source_link: str | None,
+               warehouse_dir: Path, fmt: str) -> None:
+    """`etl forecast RUN --ranks N`: etl.api.scale_out's rows, its notes after a table."""
+    from etl.api import scale_out
+    from etl.cli import output
+
+    result = scale_out(run, ranks, warehouse_dir, link=link_key, network=network_key,
+                       gpus_per_node=8 if gpus_per_node is None else gpus_per_node,
+                       grad_bytes=grad_bytes, source_link=source_link)
+    columns = SCALE_OUT_COLUMNS if fmt != "table" else SCALE_OUT_COLUMNS[1:]
+    output.print_rows(columns, [tuple(r[c] for c in columns) for r in result.rows], fmt)
+    if fmt == "table":
+        for note in result.notes:
+            click.echo(f"note: {note}")
 
 
 def _compact(columns: list[str], rows: list[dict[str, object]]
