@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
+    from etl.analysis.costs import Computed as CostsComputed
     from etl.analysis.critical_path import Computed
+    from etl.analysis.forecast.run import Forecast
     from etl.analysis.scale_out import ScaleOut
     from etl.analysis.whatif import WhatIf
     from etl.load.ingest import RunResult
@@ -119,12 +121,43 @@ def whatif(run: str, scales: Iterable[str] = (), warehouse: PathLike | None = No
         con.close()
 
 
+def forecast(run: str, gpu: str, by: str = "iteration", warehouse: PathLike | None = None,
+             source_gpu: str | None = None, host_factor: float = 1.0,
+             fallback: dict[str, str] | None = None) -> Forecast:
+    """What `etl forecast RUN --gpu NAME` computes: the run's time on another GPU
+    (etl/analysis/forecast/). `.rows` holds one dict per device and iteration (by="op",
+    "layer", "kernel", "kernel_type": per group) with measured_ns, predicted_ns, the
+    interval low_ns..high_ns and each method's share; `.notes` what it rests on, e.g. a
+    peak memory the target cannot hold. `source_gpu` names the run's GPU where the trace
+    does not; `host_factor` scales host time; `fallback` maps a precision the target
+    lacks to one it has ({"bf16": "fp16"})."""
+    from etl.analysis.forecast.run import forecast as run_forecast
+
+    con = connect(warehouse)
+    try:
+        return run_forecast(con, run, gpu, by, source_gpu, host_factor, fallback)
+    finally:
+        con.close()
+
+
 def critical_path(runs: Iterable[str] | None = None, warehouse: PathLike | None = None
                   ) -> Computed:
     """Compute and keep the critical path of the runs named (all by default) that have none
     yet: what `etl critical-path` runs, and what the views critical_path and
     critical_path_summary read (etl/analysis/critical_path.py)."""
     from etl.analysis.critical_path import ensure
+
+    target = _warehouse(warehouse).existing()
+    return ensure(target, None if runs is None else list(runs))
+
+
+def costs(runs: Iterable[str] | None = None, warehouse: PathLike | None = None
+          ) -> CostsComputed:
+    """Compute and keep the kernel costs (FLOPs and bytes of every kernel, from its op's
+    input shapes or its ncu counters) of the runs named (all by default) that have none
+    yet: what `etl costs` runs, and what kernel_roofline, op_roofline, op_flops and mfu
+    read (etl/analysis/costs.py)."""
+    from etl.analysis.costs import ensure
 
     target = _warehouse(warehouse).existing()
     return ensure(target, None if runs is None else list(runs))

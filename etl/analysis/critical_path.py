@@ -47,14 +47,15 @@ class Computed:
                 for what, count in sorted(counts.items())]
 
 
-def missing(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_names: list[str]
-            ) -> list[str]:
-    """The runs named whose current publish (in `con`'s snapshot) has no critical path yet:
-    a look at their files, where ensure() would open a snapshot of its own."""
+def missing(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, run_names: list[str],
+            table: str = TABLE) -> list[str]:
+    """The runs named whose current publish (in `con`'s snapshot) has no rows of the
+    derived `table` (the critical path by default) yet: a look at their files, where
+    ensure() would open a snapshot of its own."""
     found = con.execute("SELECT run_name, publish_id FROM runs WHERE list_contains(?, run_name)",
                         [run_names]).fetchall()
     return sorted(name for name, publish_id in found
-                  if not warehouse.derived_file(TABLE, publish_id).exists())
+                  if not warehouse.derived_file(table, publish_id).exists())
 
 
 def ensure(warehouse: Warehouse, run_names: list[str] | None = None) -> Computed:

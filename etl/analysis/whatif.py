@@ -235,7 +235,7 @@ def replay_window(replayer: engine.Replayer, window: windows.Window
     first, last = _window_range(built, ordered, window)
     changed = replayer.run(first, last)
     key = (window.source_id, window.device_id)
-    [after] = [w for w in windows.windows(built, changed.time, key)
+    [after] = [w for w in windows.windows(built, changed.time, key, window.iteration, True)
                if w.iteration == window.iteration]
     # it starts where it did (the state it starts from is the measured one)
     return replace(after, start_ns=window.start_ns,

@@ -41,7 +41,17 @@ def critical_path(runs: tuple[str, ...], warehouse_dir: Path) -> None:
 
 
 def compute_paths_named_in(sql: str, warehouse_dir: Path) -> None:
-    """Before a query that reads the critical path: compute it where it is missing."""
+    """Before a query that reads the critical path or the kernels' costs: compute them
+    where they are missing."""
+    from etl.analysis.costs import READERS
+
+    if READERS.search(sql):
+        from etl.api import costs
+
+        costed = costs(None, warehouse_dir)
+        if costed.runs:
+            click.echo(f"computed the kernel costs of {_count(costed.runs, 'run')} (kept for "
+                       "later queries: etl costs)", err=True)
     if not NAMES_THE_PATH.search(sql):
         return
     from etl.api import critical_path as compute

@@ -465,8 +465,9 @@ class _CatalogHelp(click.Option):
               help="The command that runs the training job.")
 def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations: int | None,
                 program: str) -> None:
-    """Print the ncu --metrics list for the four levels, and command lines to profile one
-    iteration.
+    """Print the ncu --metrics list for the four levels and the roofline (FLOPs per
+    precision, DRAM bytes: what kernel_roofline and etl forecast read), and command lines to
+    profile one iteration.
 
     \b
     Example:
@@ -489,7 +490,8 @@ def ncu_metrics(arch: str, kernels_per_iteration: int | None, warmup_iterations:
         click.echo(f"# {name} has no catalog entry: these are the counters of {entry.arch}, the "
                    f"nearest known architecture of its family ({entry.family}); unverified on "
                    f"{name}")
-    click.echo(f"# metrics collecting all four levels on {name}:")
+    click.echo(f"# metrics collecting all four levels and the roofline's FLOPs and DRAM bytes on "
+               f"{name}:")
     click.echo(",".join(ncu_metric_list(name)))
     click.echo("# profile the steps bracketed by cudaProfilerStart/Stop "
                "(torch.cuda.profiler.start()/stop()):")
@@ -575,8 +577,10 @@ def lint_sql(record: bool, rebase: bool, same_rows: tuple[str, ...], base: str) 
               "(instead of names), e.g. \"model = 'resnet50'\".")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("report.html"), show_default=True, help="HTML file to write.")
+@click.option("--forecast", default=None, metavar="GPU,GPU",
+              help="Catalog GPUs to forecast every run on (etl gpus lists them): a table.")
 def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
-           output: Path) -> None:
+           output: Path, forecast: str | None) -> None:
     """Write one self-contained HTML report: the paper's figures (Fig. 5-8) over the runs,
     then busy/idle, kernels, ops, match coverage and anomalies of each run.
 
@@ -588,11 +592,13 @@ def report(run_names: tuple[str, ...], warehouse_dir: Path, where: str | None,
       etl report -o report.html
       etl report resnet_amp_eager resnet_fp32_eager -o amp-vs-fp32.html
       etl report --where "precision = 'amp'" -o amp.html
+      etl report --forecast H100-SXM5-80GB,L4 -o report.html
     """
     from etl.present.report import write_report
 
     output_file(output)
-    shown = write_report(warehouse_dir, output, run_names, where)
+    gpus = [g for g in (forecast or "").split(",") if g.strip()]
+    shown = write_report(warehouse_dir, output, run_names, where, gpus)
     click.echo(f"wrote {output} ({counted(len(shown), 'run')})")
 
 

@@ -1,4 +1,4 @@
-"""The peak FLOP/s catalog (etl/core/gpu_peaks.toml) as SQL relations the views read.
+"""The peaks of the GPU catalog (etl/core/gpus.toml) as SQL relations the views read.
 
     gpu_peaks        one row per device name and precision the catalog knows
     peak_precisions  one row per runs.precision spelling: the peak precision it reads
@@ -11,32 +11,46 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
-import tomllib
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-CATALOG = Path(__file__).with_name("gpu_peaks.toml")
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16")
+from etl.core import gpus
+
+CATALOG = gpus.CATALOG
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 TERA = 10 ** 12
 
 RELATION_DOCS = {
     "gpu_peaks": (
-        "Dense peak FLOP/s per GPU model and precision, from the catalog etl/core/gpu_peaks.toml "
+        "Dense peak FLOP/s per GPU model and precision, from the catalog etl/core/gpus.toml "
         "(each row with the datasheet it comes from). Grain: one row per device name and "
         "precision. [project]", {
             "gpu_key": "lower(trim(name)) of a device name as traces write it (devices.name, "
                        "runs.gpu); join on lower(trim(...)) of those",
             "gpu_name": "the device name as the catalog spells it",
             "model": "the GPU model the name belongs to",
-            "peak_precision": "fp64, fp32 (CUDA cores), tf32, fp16 or bf16 (tensor cores, "
-                              "FP32 accumulate)",
+            "peak_precision": "fp64, fp32 (CUDA cores), tf32, fp16, bf16 (tensor cores, "
+                              "FP32 accumulate) or fp8 (tensor cores)",
             "peak_flops_per_s": "dense peak in FLOP/s at boost clock, per device as the trace "
                                 "sees it",
             "source": "the datasheet the peak comes from"}),
+    "gpu_specs": (
+        "Memory, bandwidth and SM count per GPU model, from the catalog etl/core/gpus.toml "
+        "(each row with its datasheet): the memory side of the rooflines. Grain: one row per "
+        "device name. [project]", {
+            "gpu_key": "lower(trim(name)) of a device name as traces write it; join on "
+                       "lower(trim(devices.name)) or lower(trim(runs.gpu))",
+            "gpu_name": "the device name as the catalog spells it",
+            "catalog_key": "the catalog row's key (etl gpus; etl forecast --gpu)",
+            "sm_count": "SMs (CUs on AMD) per device as the trace sees it; NULL when no "
+                        "source read gives it",
+            "memory_bytes": "device memory, bytes (datasheet GB × 10^9); NULL when unknown",
+            "memory_bytes_per_s": "peak memory bandwidth, bytes/s (datasheet GB/s × 10^9); "
+                                  "NULL when unknown",
+            "source": "the datasheet the figures come from"}),
     "peak_precisions": (
         "Which peak a run's precision (runs.precision) is measured against, from "
-        "etl/core/gpu_peaks.toml [precisions]: fp32 → the CUDA-core FP32 peak (PyTorch does not "
+        "etl/core/gpus.toml [precisions]: fp32 → the CUDA-core FP32 peak (PyTorch does not "
         "use TF32 for fp32 matmuls unless allowed; such a run says tf32), amp → fp16. "
         "Grain: one row per precision spelling. [project]", {
             "run_precision": "runs.precision lower-cased (fp32, amp, bf16, tf32, ...)",
@@ -46,8 +60,10 @@ RELATION_DOCS = {
 
 @cache
 def catalog() -> dict[str, Any]:
-    with open(CATALOG, "rb") as fh:
-        return tomllib.load(fh)
+    """The catalog with each row's `like` applied (the rows as gpu_peaks reads them)."""
+    doc = dict(gpus.raw_catalog())
+    doc["gpu"] = gpus.resolved_rows(doc)
+    return doc
 
 
 def problems(doc: dict[str, Any]) -> list[str]:
@@ -96,7 +112,14 @@ def relation_selects() -> dict[str, str]:
                       for k, n, m, p, f, s in peak_rows(doc))
     precisions = ", ".join(f"({_text(k.lower())}, {_text(v)})"
                            for k, v in doc["precisions"].items())
+    specs = ", ".join(f"({_text(k)}, {_text(n)}, {_text(c)}, {_number(sm)}, {_number(mem)}, "
+                      f"{_number(bw)}, {_text(s)})" for k, n, c, sm, mem, bw, s in spec_rows(doc))
     return {
+        "gpu_specs": "SELECT gpu_key, gpu_name, catalog_key, CAST(sm_count AS INTEGER) AS "
+                     "sm_count, CAST(memory_bytes AS DOUBLE) AS memory_bytes, "
+                     "CAST(memory_bytes_per_s AS DOUBLE) AS memory_bytes_per_s, source FROM "
+                     f"(VALUES {specs}) AS t(gpu_key, gpu_name, catalog_key, sm_count, "
+                     "memory_bytes, memory_bytes_per_s, source)",
         "gpu_peaks": "SELECT gpu_key, gpu_name, model, peak_precision, "
                      "CAST(peak_flops_per_s AS DOUBLE) AS peak_flops_per_s, source FROM "
                      f"(VALUES {peaks}) AS t(gpu_key, gpu_name, model, peak_precision, "
@@ -104,6 +127,19 @@ def relation_selects() -> dict[str, str]:
         "peak_precisions": "SELECT run_precision, peak_precision FROM "
                            f"(VALUES {precisions}) AS t(run_precision, peak_precision)",
     }
+
+
+def spec_rows(doc: dict[str, Any]) -> list[tuple[str, str, str, Any, Any, Any, str]]:
+    def giga(value: Any) -> float | None:
+        return None if value is None else float(Decimal(str(value)) * 10 ** 9)
+
+    return [(_key(name), name, entry["key"], entry.get("sm_count"),
+             giga(entry.get("memory_gb")), giga(entry.get("mem_bw_gbs")), entry["source"])
+            for entry in doc.get("gpu", []) for name in entry["names"]]
+
+
+def _number(value: Any) -> str:
+    return "NULL" if value is None else repr(value)
 
 
 def _text(value: str) -> str:

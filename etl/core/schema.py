@@ -15,9 +15,10 @@ SCHEMA_DIR = data_dir("schemas")
 TABLES = ("runs", "devices", "iterations", "host_events", "kernels", "anomalies",
           "ncu_kernels", "ncu_metrics", "ncu_levels", "ncu_rules", "kernel_match",
           "gpu_samples", "memory_events", "syncs", "collective_ops")
-# tables computed from a run's tables after its publish, on demand (etl critical-path): one
-# file per run publish under <warehouse>/derived/<publish_id>/, read with the run's publish
-DERIVED_TABLES = ("critical_path_segments",)
+# tables computed from a run's tables after its publish, on demand (etl critical-path,
+# etl costs): one file per run publish under <warehouse>/derived/<publish_id>/, read with
+# the run's publish
+DERIVED_TABLES = ("critical_path_segments", "kernel_costs")
 ALL_TABLES = TABLES + DERIVED_TABLES
 
 

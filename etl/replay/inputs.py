@@ -201,3 +201,6 @@ def _columns(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -
         data[name] = np.array(values, dtype=object)[index]
         codes[name] = (index, values)
     return Columns(data, codes)
+
+
+query_columns = _columns  # a query's result as Columns, for the analyses that read more

@@ -38,10 +38,11 @@ class Window:
         return self.end_ns - self.start_ns
 
 
-def windows(graph: Graph, time: np.ndarray, only: tuple[int, int] | None = None
-            ) -> list[Window]:
+def windows(graph: Graph, time: np.ndarray, only: tuple[int, int] | None = None,
+            iteration: int | None = None, one: bool = False) -> list[Window]:
     """Every iteration window of the run for node times `time` (`only` a (source, device):
-    the windows of that one)."""
+    the windows of that one; `one`: only its `iteration`'s, whose start is then not raised
+    to the earlier iterations' ends, as a replay from the measured start does not need)."""
     events = graph.events
     gpu, its = events.gpu, events.iterations
     marker_of = {(int(s), int(i)): m for m, (s, i) in enumerate(
@@ -52,6 +53,8 @@ def windows(graph: Graph, time: np.ndarray, only: tuple[int, int] | None = None
         if only is not None and source != only[0]:
             continue
         rows = np.flatnonzero(its["source_id"] == source)
+        if one:
+            rows = rows[its["iteration"][rows] == (NONE if iteration is None else iteration)]
         rows = rows[np.lexsort((its["iteration"][rows], its["end_ns"][rows],
                                 its["start_ns"][rows]))]
         mine = kernels[gpu["source_id"][kernels] == source]

@@ -214,7 +214,7 @@ def inputs_fingerprint() -> str:
 
 
 def input_files() -> list[Path]:
-    from etl.core import gpu_peaks, schema, sql_files
+    from etl.core import gpu_peaks, gpus, schema, sql_files
     from etl.core.schema import SCHEMA_DIR
     from etl.views import comments
 
@@ -223,7 +223,8 @@ def input_files() -> list[Path]:
     sql = {*SQL_DIR.parent.rglob("*.sql"), *(p for p in macros.rglob("*") if p.is_file())}
     return [*sorted(sql), *sorted(SCHEMA_DIR.glob("*.toml")),
             Path(__file__), Path(schema.__file__), Path(sql_files.__file__),
-            Path(comments.__file__), Path(gpu_peaks.__file__), gpu_peaks.CATALOG]
+            Path(comments.__file__), Path(gpu_peaks.__file__), gpu_peaks.CATALOG,
+            Path(gpus.__file__)]
 
 
 STAMP = "views.sha256"

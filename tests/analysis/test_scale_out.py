@@ -3,6 +3,7 @@ calibration on a run's own collectives, DDP's exposed all-reduce, and a four-ran
 forecast on eight ranks."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,24 @@ def test_one_gpu_run_gains_what_its_backward_pass_cannot_hide(demo_warehouse: Pa
                                        Topology(4, 8, NVLINK3))
         assert row["forecast_ns"] == round(row["measured_ns"] + exposed)
         assert row["method"] == "overlap_model"
+
+
+def test_etl_forecast_ranks_prints_the_scale_out(demo_warehouse: Path) -> None:
+    """`etl forecast RUN --ranks N` (README, etl links) runs etl.api.scale_out; --gpu and
+    --ranks are two forecasts, one at a time, each with its own options."""
+    from tests.conftest import cli
+
+    done = cli("forecast", "resnet_amp_eager", "--ranks", "4", "--link", "nvlink3",
+               "--grad-bytes", "102e6", "--format", "json", "--warehouse", demo_warehouse)
+    assert done.returncode == 0, done.stderr
+    expected = etl.api.scale_out("resnet_amp_eager", 4, demo_warehouse, link="nvlink3",
+                                 grad_bytes=102e6).rows
+    assert json.loads(done.stdout) == expected
+    table = cli("forecast", "resnet_amp_eager", "--ranks", "4", "--link", "nvlink3",
+                "--grad-bytes", "102e6", "--warehouse", demo_warehouse)
+    assert table.returncode == 0 and "note: target: 4 " in table.stdout, table.stderr
+    for args, said in [((), "--gpu NAME"), (("--gpu", "L4", "--ranks", "2"), "--gpu NAME"),
+                       (("--ranks", "2", "--by", "op"), "--by go with --gpu"),
+                       (("--gpu", "L4", "--link", "nvlink3"), "--link go with --ranks")]:
+        refused = cli("forecast", "resnet_amp_eager", *args, "--warehouse", demo_warehouse)
+        assert refused.returncode == 1 and said in refused.stderr, refused.stderr

@@ -156,14 +156,14 @@ def database(case: Case) -> duckdb.DuckDBPyConnection:
     import duckdb
 
     from etl.core.gpu_peaks import relation_selects
-    from etl.core.schema import TABLES
+    from etl.core.schema import ALL_TABLES
     from etl.core.sql_files import needed_by, stable_names
 
-    unknown = set(case.given) - set(TABLES)
+    unknown = set(case.given) - set(ALL_TABLES)
     if unknown:
         raise ValueError(f"{case.id}: no tables {sorted(unknown)}")
     con = duckdb.connect()
-    for table in TABLES:
+    for table in ALL_TABLES:  # the derived tables (kernel_costs, ...) too
         con.register("given", input_table(table, case.given.get(table, []), case.defaults))
         con.execute(f"CREATE TABLE {table} AS SELECT * FROM given")
         con.unregister("given")

@@ -113,9 +113,15 @@ def test_op_flops_by_hand(warehouse: Path) -> None:
     assert by_op["aten::mul"]["gpu_flops_per_s"] == pytest.approx(1e6 / 5e-6, rel=1e-12)
     assert by_op["aten::mm"]["host_flops_per_s"] == pytest.approx(2e9 / 40e-6, rel=1e-12)
     none = query_json(warehouse, "SELECT DISTINCT flops, gpu_flops_per_s, flops_reason "
-                      "FROM op_flops WHERE run_name = 'no_flops'")
+                      "FROM op_flops_v1 WHERE run_name = 'no_flops'")
     assert none == [{"flops": None, "gpu_flops_per_s": None,
                      "flops_reason": "no flops in the trace (profile with with_flops=True)"}]
+    # v2 also looks for input shapes: this trace's addmm lists two tensors for three
+    none = query_json(warehouse, "SELECT DISTINCT flops, flops_source, flops_reason "
+                      "FROM op_flops WHERE run_name = 'no_flops'")
+    assert none == [{"flops": None, "flops_source": None, "flops_reason":
+                     "no flops recorded (with_flops=True), and no op with input shapes has a "
+                     "FLOP formula (record_shapes=True)"}]
 
 
 def test_mfu_by_hand(warehouse: Path) -> None:
@@ -158,14 +164,21 @@ def test_run_toml_gpu_names_a_generic_device(warehouse: Path) -> None:
          "mfu_util": pytest.approx(2e9 / 100e-6 / 181.05e12, rel=1e-12)}]
 
 
-@pytest.mark.parametrize(("run", "reason"), [
-    ("unknown_gpu", "GPU AMD Radeon Graphics not in etl/core/gpu_peaks.toml"),
-    ("no_tf32_on_t4", "no tf32 peak for Tesla T4 in etl/core/gpu_peaks.toml"),
-    ("no_precision", "runs.precision not given (run.toml precision)"),
-    ("no_flops", "no flops in the trace (profile with with_flops=True)"),
+@pytest.mark.parametrize(("view", "run", "reason"), [
+    ("mfu_v2", "unknown_gpu", "GPU AMD Radeon Graphics not in etl/gpu_peaks.toml"),
+    ("mfu_v2", "no_tf32_on_t4", "no tf32 peak for Tesla T4 in etl/gpu_peaks.toml"),
+    ("mfu_v2", "no_precision", "runs.precision not given (run.toml precision)"),
+    ("mfu_v2", "no_flops", "no flops in the trace (profile with with_flops=True)"),
+    ("mfu_v3", "unknown_gpu", "GPU AMD Radeon Graphics not in etl/core/gpu_peaks.toml"),
+    ("mfu_v3", "no_flops", "no flops in the trace (profile with with_flops=True)"),
+    ("mfu", "unknown_gpu", "GPU AMD Radeon Graphics not in etl/core/gpus.toml"),
+    ("mfu", "no_tf32_on_t4", "no tf32 peak for Tesla T4 in etl/core/gpus.toml"),
+    ("mfu", "no_precision", "runs.precision not given (run.toml precision)"),
+    ("mfu", "no_flops", "no flops in the trace (with_flops=True) and none from input "
+                        "shapes (record_shapes=True)"),
 ])
-def test_mfu_is_null_with_a_reason(warehouse: Path, run: str, reason: str) -> None:
-    rows = query_json(warehouse, "SELECT DISTINCT mfu_util, mfu_reason FROM mfu "
+def test_mfu_is_null_with_a_reason(warehouse: Path, view: str, run: str, reason: str) -> None:
+    rows = query_json(warehouse, f"SELECT DISTINCT mfu_util, mfu_reason FROM {view} "
                       f"WHERE run_name = '{run}'")
     assert rows == [{"mfu_util": None, "mfu_reason": reason}]
 
@@ -181,10 +194,10 @@ def test_every_catalog_entry_has_a_source_and_known_precisions() -> None:
 
 @pytest.mark.parametrize(("edit", "problem"), [
     (lambda d: d["gpu"][0].update(source=" "), "needs names and a source"),
-    (lambda d: d["gpu"][0]["peak_tflops"].update(fp8=1.0), "must name precisions"),
+    (lambda d: d["gpu"][0]["peak_tflops"].update(fp4=1.0), "must name precisions"),
     (lambda d: d["gpu"][0]["peak_tflops"].update(fp32=-1), "is not a positive number"),
     (lambda d: d["gpu"][1].update(names=d["gpu"][0]["names"]), "is listed twice"),
-    (lambda d: d["precisions"].update(amp="fp8"), "[precisions] amp"),
+    (lambda d: d["precisions"].update(amp="fp4"), "[precisions] amp"),
 ])
 def test_a_broken_catalog_entry_is_named(edit: Any, problem: str) -> None:
     doc = copy.deepcopy(catalog())

@@ -445,11 +445,23 @@ def levels_schema() -> pa.Schema:
 # ---- profiling command lines ------------------------------------------------------------
 
 def ncu_metric_list(arch: str) -> list[str]:
-    """The preferred counter of every quantity on `arch`, plus [profile].always."""
+    """The preferred counter of every quantity on `arch`, plus [profile].always, plus the
+    roofline's FLOP and DRAM counters (roofline_counters)."""
     entry = arch_entry(arch)
     names = [entry.lists[q][0] for q in quantity_order()]
     names += catalog()["profile"]["always"]
+    names += roofline_counters(entry.read_as or entry.arch)
     return list(dict.fromkeys(names))
+
+
+def roofline_counters(arch: str) -> list[str]:
+    """The counters of the [roofline] table ncu is asked for on `arch`: every vector FLOP
+    counter, the tensor paths' where the architecture has them, the first DRAM set."""
+    table = catalog()["roofline"]
+    names = [c for counters in table["vector"].values() for c in counters]
+    if normalize_arch(arch) not in table["no_tensor_paths"]:
+        names += [c for counters in table["tensor"].values() for c in counters]
+    return names + list(table["dram_bytes"][0])
 
 
 def profile_commands(arch: str, kernels_per_iteration: int | None = None,

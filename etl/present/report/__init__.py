@@ -21,17 +21,23 @@ if TYPE_CHECKING:
     from etl.present.report.sections import Section
 
 
-def build_sections(con: duckdb.DuckDBPyConnection, runs: list[str]) -> list[Section]:
+def build_sections(con: duckdb.DuckDBPyConnection, runs: list[str],
+                   forecast: Sequence[str] = ()) -> list[Section]:
+    from etl.present.report import forecast as f
     from etl.present.report import sections as s
 
     paper = [s.overview(con, runs), s.batch_scaling(con, runs), s.fig5(con, runs),
              s.fig6(con, runs), s.fig7(con, runs), s.fig8(con, runs), s.amdahl(con, runs),
              s.overhead(con, runs)]
+    more = [f.roofline_section(con, runs)]
+    if forecast:
+        more.insert(0, f.forecast_section(con, runs, forecast))
     tables = s.RunTables.read(con, runs)
-    return paper + [s.per_run(con, tables, run, i) for i, run in enumerate(runs, 1)]
+    return paper + more + [s.per_run(con, tables, run, i) for i, run in enumerate(runs, 1)]
 
 
-def render(con: duckdb.DuckDBPyConnection, runs: list[str], warehouse: str) -> str:
+def render(con: duckdb.DuckDBPyConnection, runs: list[str], warehouse: str,
+           forecast: Sequence[str] = ()) -> str:
     import jinja2
 
     from etl import __version__
@@ -44,7 +50,7 @@ def render(con: duckdb.DuckDBPyConnection, runs: list[str], warehouse: str) -> s
     env.filters["raw"] = _raw
     env.filters["svg"] = jinja2.utils.markupsafe.Markup
     template = env.get_template("report.html.j2")
-    return template.render(sections=build_sections(con, runs), runs=runs,
+    return template.render(sections=build_sections(con, runs, forecast), runs=runs,
                            warehouse=warehouse, version=__version__)
 
 
@@ -54,10 +60,12 @@ def _raw(value: object) -> str:
 
 
 def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[str] = (),
-                 where: str | None = None) -> list[str]:
-    """Write the report of the chosen runs (all by default) to `out`; the runs shown."""
+                 where: str | None = None, forecast: Sequence[str] = ()) -> list[str]:
+    """Write the report of the chosen runs (all by default) to `out`; the runs shown.
+    `forecast`: catalog GPUs to forecast every run on (a table)."""
+    from etl.analysis import costs as kernel_costs
     from etl.analysis.critical_path import missing
-    from etl.api import connect, critical_path
+    from etl.api import connect, costs, critical_path
     from etl.core.errors import EtlError
     from etl.present.report.data import select_runs
     from etl.warehouse.store import Warehouse
@@ -65,14 +73,18 @@ def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[st
     con = connect(warehouse)
     try:
         chosen = select_runs(con, list(runs), where)
-        lacking = missing(con, Warehouse.at(os.fspath(warehouse)), chosen)
-        if lacking and critical_path(lacking, warehouse).runs:  # computed now: read again
+        store = Warehouse.at(os.fspath(warehouse))
+        no_path = missing(con, store, chosen)
+        no_costs = missing(con, store, chosen, kernel_costs.TABLE)
+        computed = [*(critical_path(no_path, warehouse).runs if no_path else []),
+                    *(costs(no_costs, warehouse).runs if no_costs else [])]
+        if computed:  # derived tables computed now: read again
             con.close()
             con = connect(warehouse)
         if not chosen:
             raise EtlError("no runs to report on" + (f" (--where {where!r} matched none)"
                                                      if where else "; ingest some first"))
-        html = render(con, chosen, Path(os.fspath(warehouse)).name)
+        html = render(con, chosen, Path(os.fspath(warehouse)).name, forecast)
     finally:
         con.close()
     tmp = out.with_name(out.name + ".tmp")

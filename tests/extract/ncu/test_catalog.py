@@ -387,6 +387,31 @@ def test_query_metrics_citations_point_at_the_counter() -> None:
     assert cited >= 25
 
 
+def test_roofline_counters_are_cited_where_they_are() -> None:
+    """Every FLOP and DRAM counter of [roofline] is cited, in the listing's line or the
+    A100 export (checked for every counter it names), and asked for by etl ncu-metrics."""
+    table = catalog()["roofline"]
+    counters = [c for group in ("vector", "tensor") for per in table[group].values()
+                for c in per] + [c for alternative in table["dram_bytes"] for c in alternative]
+    lines = corpus_file("query-metrics_medav_torchbench-ncu_all_metrics.txt").read_text() \
+        .splitlines()
+    a100 = corpus_file(EVIDENCE_CSV["A100CSV"]).read_text()
+    for metric in counters:
+        refs = table["seen_in"][metric]
+        assert refs, metric
+        for ref in refs:
+            if ref.startswith("QM:"):
+                assert lines[int(ref[3:]) - 1].split()[0] == metric.split(".")[0], (metric, ref)
+            else:
+                assert ref == "A100CSV" and f'"{metric}"' in a100, (metric, ref)
+    asked = ncu_metric_list("sm_90")
+    assert "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum" in asked
+    assert "sm__ops_path_tensor_src_bf16_dst_fp32.sum" in asked
+    assert {"dram__bytes_read.sum", "dram__bytes_write.sum"} <= set(asked)
+    # Volta's ncu has no tensor-path op counters: not asked for
+    assert not any("ops_path_tensor" in m for m in ncu_metric_list("sm_70"))
+
+
 EVIDENCE_CSV = {"A100CSV": "a100_details_cmdline-metrics_gardenia_gemm.csv",
                 "V100CSV": "v100_details_old-format_pytorch1.5_deepcam_O2_fw__*"}
 EVIDENCE_REP = {"A100REP": ["a100_mistic_ilpProf.ncu-rep"],
@@ -430,7 +455,10 @@ def test_metric_list() -> None:
         "smsp__cycles_elapsed.sum", "smsp__issue_active.sum", "smsp__cycles_active.sum",
         "smsp__pipe_tensor_cycles_active.sum", "smsp__inst_executed_pipe_tensor.sum",
         "smsp__inst_issued.sum", "gpu__time_duration.sum",
-        "device__attribute_multiprocessor_count"]
+        "device__attribute_multiprocessor_count",
+        *[c for per in catalog()["roofline"]["vector"].values() for c in per],
+        *[c for per in catalog()["roofline"]["tensor"].values() for c in per],
+        "dram__bytes_read.sum", "dram__bytes_write.sum"]
     assert ncu_metric_list("8.0") == ncu_metric_list("sm_80")
     assert "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed" \
         in ncu_metric_list("sm_90")

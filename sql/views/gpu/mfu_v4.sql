@@ -1,0 +1,38 @@
+{% from 'mfu.sql' import mfu -%}
+-- mfu: model FLOP utilization (MFU) per iteration window, from the flops PyTorch records,
+-- else from the input shapes of the ops.
+-- Grain: one row per run, source, device that ran kernels, and iteration (the windows of
+-- _iteration_windows_v3, the windows of gpu_utilization).
+-- flops = the sum over the iteration's outermost operators that launched kernels on the
+-- device (op_flops_v2, by host_events.iteration of the operator) of their flops: PyTorch's
+-- where it recorded some inside the operator, else the FLOPs of its kernels' costs
+-- (kernel_costs: the input shapes, or ncu counters; etl costs).
+-- achieved_flops_per_s = flops / the window's length (window_end_ns - window_start_ns).
+-- mfu_util = achieved_flops_per_s / the device's dense peak for the run's precision:
+-- the peak of gpu_peaks (etl/core/gpus.toml, a datasheet per GPU) for the device's name
+-- (devices.name when the catalog knows it, else runs.gpu: run.toml gpu names the model when
+-- the trace writes a generic name, as ROCm's "AMD Radeon Graphics"), at the precision
+-- peak_precisions gives runs.precision
+-- (fp32 → CUDA-core FP32, tf32 → TF32 tensor, amp/fp16 → FP16 tensor, bf16 → BF16 tensor).
+-- [project] MFU as the LLM-training literature uses it (PaLM, appendix B), with PyTorch's
+-- per-op flops in place of a model formula; not a figure of the paper.
+{{ mfu('_iteration_windows_v3', known_name_first=true, catalog='etl/core/gpus.toml',
+       with_costs=true) }}
+-- run_id: run; joins runs.run_id
+-- run_name: the run folder's name
+-- source_id: trace source within the run
+-- rank: distributed rank of the source; NULL when the trace does not say
+-- device_id: GPU index as the trace numbers it
+-- iteration: N of ProfilerStep#N; NULL for a trace without steps
+-- window_start_ns: start of the iteration window (ns since the trace's epoch), as in gpu_utilization
+-- window_end_ns: end of the iteration window (ns since the trace's epoch)
+-- complete: false when a truncated source may not hold the iteration whole
+-- flops: sum of op_flops_v2.flops of the iteration's operators that launched kernels on the device (PyTorch's flops, else their input shapes'), FLOP; 0 when none of them has flops; NULL when the source has none from either
+-- flops_source: profiler, shape, ncu or shape+ncu (op_flops_v2.flops_source), mixed when the window's operators differ; NULL when flops is NULL or 0
+-- achieved_flops_per_s: flops / ((window_end_ns - window_start_ns) / 1e9), FLOP/s; NULL when flops is NULL or the window is empty
+-- gpu_name: the device's name as the trace writes it (devices.name) when the catalog knows it, else runs.gpu when the catalog knows that, else whichever is given; NULL when neither says
+-- run_precision: runs.precision lower-cased; NULL when run.toml does not say
+-- peak_precision: the peak the run's precision is measured against (peak_precisions): fp64, fp32, tf32, fp16, bf16 or fp8
+-- peak_flops_per_s: the device's dense peak at peak_precision (gpu_peaks), FLOP/s; NULL when the catalog has none
+-- mfu_util: achieved_flops_per_s / peak_flops_per_s, 0..1; NULL with mfu_reason when either is unknown
+-- mfu_reason: why mfu_util is NULL; NULL when it is known
