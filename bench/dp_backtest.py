@@ -9,8 +9,8 @@ gradients all-reduced in buckets while the backward pass runs): label/<GPU>/gpt2
 train-1024-<global batch>-dp4.json, the forward and backward time of rank 0. Each label is
 forecast from the same model's one-GPU measurement at the per-GPU batch (global / 4):
 label/<GPU>/gpt2_large-train-1024-<batch>.json (e2e and backward time), and where that GPU
-has none, from another GPU's, forecast onto it by `etl forecast --gpu` (the converted
-NeuSight trace of bench/neusight_trace.py). The forecast adds what DDP's all-reduce of the
+has none, from the other NVIDIA GPUs' measurements, each forecast onto it as `etl forecast
+--gpu` does (the converted NeuSight trace of bench/neusight_trace.py), their median. The forecast adds what DDP's all-reduce of the
 gradients (4 bytes x the parameters counted from the model's config) leaves exposed after
 the backward pass, over the GPU's usual link (etl/core/links.toml) at NeuSight's 72% of its
 bandwidth: nothing here is fitted to the labels.
@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
+import sys
+import tempfile
 from pathlib import Path
 
 from etl.analysis.scale_out import DEFAULT_EFFICIENCY, CommModel, Topology, exposed_allreduce_ns
@@ -74,6 +77,8 @@ def main() -> None:
         batch = int(dp_label.split("-")[3])
         single, source = _single_gpu(asplos, folder, single_label)
         if single is None:
+            single, source = _forecast_single(folder, single_label, device)
+        if single is None:
             print(f"| {device} | {batch} | none on this GPU | | | | | "
                   f"{measured['e2e_latency']:.1f} | | {published.get((folder, batch), 0):.1f}% |")
             continue
@@ -99,6 +104,43 @@ def _single_gpu(asplos: Path, folder: str, label: str) -> tuple[dict[str, float]
     if path.exists():
         return json.loads(path.read_text()), f"{label} measured"
     return None, ""
+
+
+def _forecast_single(folder: str, label: str, device: str
+                     ) -> tuple[dict[str, float] | None, str]:
+    """The one-GPU label on this GPU forecast (`etl forecast --gpu`) from every NVIDIA GPU
+    that measured it: the median of the forecasts, and the backward pass scaled by each
+    source's forecast over its measured time (the converted trace keeps no backward apart)."""
+    import etl
+    from etl.analysis.forecast import run as forecast_run
+    from etl.core.gpus import resolve
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import neusight_trace
+
+    target = resolve(device)
+    sources = [neusight_trace.read_label(p) for p in neusight_trace.labels()
+               if p.stem == label and p.parent.name != folder and "NVIDIA" in p.parent.name]
+    with tempfile.TemporaryDirectory() as tmp:
+        for source in sources:
+            neusight_trace.write_run(source, Path(tmp) / "runs")
+        etl.ingest([Path(tmp) / "runs"], Path(tmp) / "wh", prefix=True)
+        con = etl.connect(Path(tmp) / "wh")
+        totals, backwards = [], []
+        for source in sources:
+            prepared = forecast_run.prepare(con, f"runs/{source.folder}/{label}")
+            predicted = forecast_run.forecast_on(prepared, target).rows[0]["predicted_ns"] / 1e6
+            measured = json.loads((neusight_trace.LABELS / source.folder /
+                                   f"{label}.json").read_text())
+            totals.append(predicted)
+            backwards.append(measured["bwall_latency"] * predicted / measured["e2e_latency"])
+        con.close()
+    if not totals:
+        return None, ""
+    names = ", ".join(s.gpu.key for s in sources)
+    return ({"e2e_latency": statistics.median(totals),
+             "bwall_latency": statistics.median(backwards)},
+            f"{label} forecast from {names} (median; {min(totals):.1f}-{max(totals):.1f} ms)")
 
 
 if __name__ == "__main__":
