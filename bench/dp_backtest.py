@@ -10,10 +10,11 @@ train-1024-<global batch>-dp4.json, the forward and backward time of rank 0. Eac
 forecast from the same model's one-GPU measurement at the per-GPU batch (global / 4):
 label/<GPU>/gpt2_large-train-1024-<batch>.json (e2e and backward time), and where that GPU
 has none, from the other NVIDIA GPUs' measurements, each forecast onto it as `etl forecast
---gpu` does (the converted NeuSight trace of bench/neusight_trace.py), their median. The forecast adds what DDP's all-reduce of the
-gradients (4 bytes x the parameters counted from the model's config) leaves exposed after
-the backward pass, over the GPU's usual link (etl/core/links.toml) at NeuSight's 72% of its
-bandwidth: nothing here is fitted to the labels.
+--gpu` does (the converted NeuSight trace of bench/neusight_trace.py), their median. The
+forecast adds what DDP's all-reduce of the gradients (4 bytes x the parameters counted from
+the model's config) leaves exposed after the backward pass, over the GPU's usual link
+(etl/core/links.toml) at NeuSight's 72% of its bandwidth: nothing here is fitted to the
+labels.
 """
 from __future__ import annotations
 
