@@ -123,18 +123,31 @@ def whatif(run: str, scales: Iterable[str] = (), warehouse: PathLike | None = No
 
 def forecast(run: str, gpu: str, by: str = "iteration", warehouse: PathLike | None = None,
              source_gpu: str | None = None, host_factor: float = 1.0,
-             fallback: dict[str, str] | None = None) -> Forecast:
+             fallback: dict[str, str] | None = None, *, ranks: int | None = None,
+             link: str | None = None, network: str | None = None, gpus_per_node: int = 8,
+             grad_bytes: float | None = None, source_link: str | None = None) -> Forecast:
     """What `etl forecast RUN --gpu NAME` computes: the run's time on another GPU
     (etl/analysis/forecast/). `.rows` holds one dict per device and iteration (by="op",
     "layer", "kernel", "kernel_type": per group) with measured_ns, predicted_ns, the
     interval low_ns..high_ns and each method's share; `.notes` what it rests on, e.g. a
     peak memory the target cannot hold. `source_gpu` names the run's GPU where the trace
     does not; `host_factor` scales host time; `fallback` maps a precision the target
-    lacks to one it has ({"bf16": "fp16"})."""
+    lacks to one it has ({"bf16": "fp16"}). `ranks` (with link, network, gpus_per_node,
+    grad_bytes, source_link as in scale_out): the same on that many GPUs of the target,
+    its collectives timed for them (by "iteration" only; each row gains `ranks`)."""
+    from etl.analysis.forecast.run import ForecastError
     from etl.analysis.forecast.run import forecast as run_forecast
+    from etl.analysis.scale_out import forecast_gpu_ranks
 
+    if ranks is not None and by != "iteration":
+        raise ForecastError(f"--by {by} with --ranks: the ranks are forecast per iteration "
+                            "(--by iteration)")
     con = connect(warehouse)
     try:
+        if ranks is not None:
+            return forecast_gpu_ranks(con, run, gpu, ranks, gpus_per_node, link, network,
+                                      grad_bytes, source_link, source_gpu, host_factor,
+                                      fallback)
         return run_forecast(con, run, gpu, by, source_gpu, host_factor, fallback)
     finally:
         con.close()

@@ -40,6 +40,7 @@ from etl.core.links import Link, link, typical_link
 if TYPE_CHECKING:
     import duckdb
 
+    from etl.analysis.forecast.run import Forecast
     from etl.replay import graph
 
 BASE_LATENCY_NS = 8_400         # NCCL ring, Simple protocol (tuning.cc baseLatencies)
@@ -319,20 +320,28 @@ def _ratio(model: CommModel, row: dict[str, Any], source: Topology, target: Topo
     return after / before
 
 
-def _overlapped(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
-                grad_bytes: float, target: Topology, notes: list[str]) -> ScaleOut:
+WINDOWS_WITH_BACKWARD = """
+SELECT g.source_id, g.rank, g.device_id, g.iteration, g.window_ns,
+       (SELECT sum(k.dur_ns) FROM kernels AS k WHERE k.run_id = g.run_id
+          AND k.source_id = g.source_id AND k.device_id = g.device_id
+          AND k.iteration IS NOT DISTINCT FROM g.iteration AND k.pass = 'backward')
+FROM gpu_utilization AS g WHERE g.run_id = ? ORDER BY g.source_id, g.device_id, g.iteration
+"""
+
+
+def _ddp_model(grad_bytes: float, notes: list[str]) -> CommModel:
     model = CommModel(DEFAULT_EFFICIENCY, f"{DEFAULT_EFFICIENCY:.0%} of the link "
                       "(NeuSight's share; the run has no collectives to calibrate on)")
     notes.append(f"collective bandwidth: {model.basis}; DDP's all-reduce of "
                  f"{grad_bytes / 1e9:.3g} GB of gradients in 25 MiB buckets, overlapping "
                  "the backward pass")
-    windows = con.execute(
-        "SELECT g.source_id, g.rank, g.device_id, g.iteration, g.window_ns, "
-        "(SELECT sum(k.dur_ns) FROM kernels AS k WHERE k.run_id = g.run_id "
-        " AND k.source_id = g.source_id AND k.device_id = g.device_id "
-        " AND k.iteration IS NOT DISTINCT FROM g.iteration AND k.pass = 'backward') "
-        "FROM gpu_utilization AS g WHERE g.run_id = ? ORDER BY g.source_id, g.device_id, "
-        "g.iteration", [run_id]).fetchall()
+    return model
+
+
+def _overlapped(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
+                grad_bytes: float, target: Topology, notes: list[str]) -> ScaleOut:
+    model = _ddp_model(grad_bytes, notes)
+    windows = con.execute(WINDOWS_WITH_BACKWARD, [run_id]).fetchall()
     rows = []
     without_backward = 0
     for _, rank, device, iteration, window_ns, backward_ns in windows:
@@ -355,3 +364,60 @@ def _row(run_name: str, rank: int | None, device_id: int, iteration: int | None,
             "measured_ns": measured_ns, "replayed_ns": replayed_ns, "forecast_ns": forecast_ns,
             "slowdown_ratio": forecast_ns / replayed_ns if replayed_ns else None,
             "method": method}
+
+
+def forecast_gpu_ranks(con: duckdb.DuckDBPyConnection, run_name: str, gpu_name: str,
+                       ranks: int, gpus_per_node: int = 8, link_key: str | None = None,
+                       network_key: str | None = None, grad_bytes: float | None = None,
+                       source_link: str | None = None, source_gpu: str | None = None,
+                       host_factor: float = 1.0, fallback: dict[str, str] | None = None
+                       ) -> Forecast:
+    """`etl forecast RUN --gpu NAME --ranks N`: the one-GPU forecast on NAME (every GPU
+    activity at its predicted time, etl/analysis/forecast/) with the collectives timed for
+    N ranks of NAME (the node link defaults to NAME's usual one). A run with collectives
+    is replayed with both factors on each activity; a one-GPU run adds DDP's exposed
+    all-reduce of grad_bytes after its backward pass, the pass's time taken as measured x
+    the window's predicted / measured time."""
+    from etl.analysis.forecast import run as forecast_run
+    from etl.core.gpus import resolve
+
+    gpu = resolve(gpu_name, "--gpu")
+    target = target_topology(ranks, gpus_per_node, link_key, network_key,
+                             gpu.names[0] if gpu.names else gpu.key)
+    prepared = forecast_run.prepare(con, run_name, source_gpu, fallback)
+    if any(r["collective"] is not None for r in collectives_of(con, prepared.run_id)):
+        comm, notes = comm_factors(con, prepared.run_id, prepared.built, target, source_link)
+        result = forecast_run.forecast_on(prepared, gpu, "iteration", host_factor, comm)
+    elif grad_bytes is None:
+        raise ScaleOutError(f"run {run_name!r} has no collectives to scale: give the size of "
+                            "the gradients DDP would all-reduce with --grad-bytes (4 bytes x "
+                            "the parameters in fp32)")
+    else:
+        notes = [f"target: {target.describe()}"]
+        result = forecast_run.forecast_on(prepared, gpu, "iteration", host_factor)
+        _add_exposed(con, prepared.run_id, result.rows, prepared.iteration_windows,
+                     _ddp_model(grad_bytes, notes), grad_bytes, target)
+    for row in result.rows:
+        row["ranks"] = target.ranks
+    # the forecast's "communication kernels keep their measured time": the factors above
+    # retime them
+    result.notes[:] = notes + [n for n in result.notes if "communication kernels" not in n]
+    return result
+
+
+def _add_exposed(con: duckdb.DuckDBPyConnection, run_id: str, rows: list[dict[str, Any]],
+                 windows: list[Any], model: CommModel, grad_bytes: float, target: Topology
+                 ) -> None:
+    """Each forecast row (one per replayed window, in order) gains the all-reduce its
+    predicted backward pass leaves exposed; the interval moves with it."""
+    backward = {(s, d, i): b for s, _, d, i, _, b in
+                con.execute(WINDOWS_WITH_BACKWARD, [run_id]).fetchall()}
+    for row, window in zip(rows, windows):
+        measured = row["measured_ns"]
+        key = (window.source_id, window.device_id, window.iteration)
+        scale = row["predicted_ns"] / measured if measured else 1.0
+        exposed = round(exposed_allreduce_ns(grad_bytes, float(backward.get(key) or 0) * scale,
+                                             model, target))
+        for column in ("predicted_ns", "low_ns", "high_ns"):
+            if row[column] is not None:
+                row[column] += exposed

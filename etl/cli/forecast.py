@@ -25,8 +25,8 @@ FORMATS = click.Choice(["table", "csv", "json"])
               help="Forecast work in a precision the target lacks as another, e.g. "
                    "bf16=fp16 for a V100. Repeat for several.")
 @click.option("--ranks", type=int, default=None, metavar="N",
-              help="Instead of --gpu: the run data parallel on N GPUs of its kind (the same "
-                   "per-GPU batch), its collectives at that size.")
+              help="The run data parallel on N GPUs (the same per-GPU batch), its "
+                   "collectives at that size: of its kind, or of --gpu's.")
 @click.option("--link", "link_key", default=None, metavar="KEY",
               help="With --ranks: the link between the GPUs of a machine (etl links; "
                    "default: the usual one of the run's GPU).")
@@ -49,7 +49,8 @@ def forecast(run: str, gpu_name: str | None, by: str, source_gpu: str | None,
              link_key: str | None, network_key: str | None, gpus_per_node: int | None,
              grad_bytes: float | None, source_link: str | None, warehouse_dir: Path,
              fmt: str) -> None:
-    """What RUN would take on another GPU (--gpu), or on more GPUs (--ranks).
+    """What RUN would take on another GPU (--gpu), on more GPUs (--ranks), or on more
+    GPUs of another kind (both).
 
     --gpu: every GPU activity gets a predicted time on the target and the method that gave
     it (shape: its op's FLOPs and bytes from the input shapes; wave_scaled: its name and
@@ -63,6 +64,9 @@ def forecast(run: str, gpu_name: str | None, by: str, source_gpu: str | None,
     DDP's all-reduce of --grad-bytes leaves exposed after its backward pass
     (etl/analysis/scale_out.py).
 
+    Both: the --gpu forecast with the collectives timed for --ranks GPUs of that kind
+    (its usual link unless --link), per iteration.
+
     \b
     Example:
       etl forecast resnet_amp_eager --gpu H100-SXM5-80GB
@@ -70,27 +74,28 @@ def forecast(run: str, gpu_name: str | None, by: str, source_gpu: str | None,
       etl forecast bert_bf16 --gpu V100-PCIE-32GB --fallback bf16=fp16
       etl forecast resnet_amp_ddp --ranks 8
       etl forecast resnet_amp_eager --ranks 16 --network ib_ndr --grad-bytes 102e6
+      etl forecast resnet_amp_ddp --gpu H100-SXM5-80GB --ranks 8
     """
     from etl.cli import output
     from etl.core.errors import EtlError
 
-    if (gpu_name is None) == (ranks is None):
-        raise EtlError("give the target as --gpu NAME (another GPU) or --ranks N (more GPUs "
-                       "of the run's kind), one of them")
-    if ranks is not None:
+    if gpu_name is None and ranks is None:
+        raise EtlError("give the target as --gpu NAME (another GPU), --ranks N (more GPUs "
+                       "of the run's kind), or both")
+    if ranks is not None and gpu_name is None:
         gpu_only = [name for name, given in (
             ("--by", by != "iteration"), ("--source-gpu", source_gpu is not None),
             ("--host-factor", host_factor != 1.0), ("--fallback", bool(fallbacks))) if given]
         if gpu_only:
-            raise EtlError(f"{', '.join(gpu_only)} go with --gpu, not --ranks")
+            raise EtlError(f"{', '.join(gpu_only)} go with --gpu")
         _scale_out(run, ranks, link_key, network_key, gpus_per_node, grad_bytes, source_link,
                    warehouse_dir, fmt)
         return
     ranks_only = [name for name, given in (
         ("--link", link_key), ("--network", network_key), ("--gpus-per-node", gpus_per_node),
         ("--grad-bytes", grad_bytes), ("--source-link", source_link)) if given is not None]
-    if ranks_only:
-        raise EtlError(f"{', '.join(ranks_only)} go with --ranks, not --gpu")
+    if ranks_only and ranks is None:
+        raise EtlError(f"{', '.join(ranks_only)} go with --ranks")
     from etl.api import forecast as run_forecast
 
     assert gpu_name is not None
@@ -98,7 +103,10 @@ def forecast(run: str, gpu_name: str | None, by: str, source_gpu: str | None,
     if not pairs and fallbacks:
         raise EtlError("--fallback takes LACKING=STAND_IN, e.g. bf16=fp16")
     result = run_forecast(run, gpu_name, by=by, warehouse=warehouse_dir,
-                          source_gpu=source_gpu, host_factor=host_factor, fallback=pairs)
+                          source_gpu=source_gpu, host_factor=host_factor, fallback=pairs,
+                          ranks=ranks, link=link_key, network=network_key,
+                          gpus_per_node=8 if gpus_per_node is None else gpus_per_node,
+                          grad_bytes=grad_bytes, source_link=source_link)
     if fmt != "table":
         output.print_rows(result.columns, [tuple(r.values()) for r in result.rows], fmt)
         return

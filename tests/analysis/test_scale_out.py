@@ -148,8 +148,8 @@ def test_one_gpu_run_gains_what_its_backward_pass_cannot_hide(demo_warehouse: Pa
 
 
 def test_etl_forecast_ranks_prints_the_scale_out(demo_warehouse: Path) -> None:
-    """`etl forecast RUN --ranks N` (README, etl links) runs etl.api.scale_out; --gpu and
-    --ranks are two forecasts, one at a time, each with its own options."""
+    """`etl forecast RUN --ranks N` (README, etl links) runs etl.api.scale_out; with --gpu
+    too, etl.api.forecast with the ranks; each mode refuses the other's options."""
     from tests.conftest import cli
 
     done = cli("forecast", "resnet_amp_eager", "--ranks", "4", "--link", "nvlink3",
@@ -161,8 +161,67 @@ def test_etl_forecast_ranks_prints_the_scale_out(demo_warehouse: Path) -> None:
     table = cli("forecast", "resnet_amp_eager", "--ranks", "4", "--link", "nvlink3",
                 "--grad-bytes", "102e6", "--warehouse", demo_warehouse)
     assert table.returncode == 0 and "note: target: 4 " in table.stdout, table.stderr
-    for args, said in [((), "--gpu NAME"), (("--gpu", "L4", "--ranks", "2"), "--gpu NAME"),
+    both = cli("forecast", "resnet_amp_eager", "--gpu", "L4", "--ranks", "4", "--link",
+               "nvlink3", "--grad-bytes", "102e6", "--source-gpu", "A100-SXM4-40GB",
+               "--format", "json", "--warehouse", demo_warehouse)
+    assert both.returncode == 0, both.stderr
+    assert json.loads(both.stdout) == etl.api.forecast(
+        "resnet_amp_eager", "L4", warehouse=demo_warehouse, source_gpu="A100-SXM4-40GB",
+        ranks=4, link="nvlink3", grad_bytes=102e6).rows
+    for args, said in [((), "--gpu NAME"),
+                       (("--gpu", "L4", "--ranks", "2", "--by", "op"), "--by op with --ranks"),
                        (("--ranks", "2", "--by", "op"), "--by go with --gpu"),
                        (("--gpu", "L4", "--link", "nvlink3"), "--link go with --ranks")]:
         refused = cli("forecast", "resnet_amp_eager", *args, "--warehouse", demo_warehouse)
         assert refused.returncode == 1 and said in refused.stderr, refused.stderr
+
+
+def test_another_gpu_on_more_ranks_adds_the_collectives_to_its_forecast(
+        four_ranks: tuple[str, Path]) -> None:  # noqa: F811
+    """`--gpu L4 --ranks 8`: the L4 forecast (communication kept as measured), then each
+    collective's transfer times the model's ratio: the same hand-computed lengthening as on
+    the run's own GPU, since the transfers end every rank's window in both."""
+    from etl.analysis.forecast.run import forecast as gpu_forecast
+    from etl.analysis.scale_out import forecast_gpu_ranks
+
+    metadata, warehouse = four_ranks
+    if metadata == "none":
+        pytest.skip("without sizes nothing is scaled")
+    con = etl.connect(warehouse)
+    alone = gpu_forecast(con, "ddp", "L4", source_gpu="A100-SXM4-40GB").rows
+    both = forecast_gpu_ranks(con, "ddp", "L4", 8, link_key="nvlink3",
+                              source_gpu="A100-SXM4-40GB")
+    bus = 4 * (6e6 + 6e6) / (4 * (171_200 + 81_400))
+    allreduce = (56_000 + 4e6 * 1.75 / bus) / (28_800 + 4e6 * 1.5 / bus)
+    allgather = (32_200 + 8e6 * 0.875 / bus) / (18_600 + 8e6 * 0.75 / bus)
+    longer = 200_000 * (allreduce - 1) + 100_000 * (allgather - 1)
+    assert len(both.rows) == len(alone) == 4
+    for row, base in zip(both.rows, alone):
+        assert row["ranks"] == 8 and row["target_gpu"] == "L4"
+        assert row["predicted_ns"] - base["predicted_ns"] == pytest.approx(longer, abs=2)
+    assert any("calibrated on 8 collectives" in n for n in both.notes)
+    assert not any("communication kernels keep" in n for n in both.notes)
+
+
+def test_a_one_gpu_run_on_more_gpus_of_another_kind(demo_warehouse: Path) -> None:
+    """A one-GPU run, --gpu H100 --ranks 4 --grad-bytes: the H100 forecast plus the
+    all-reduce its backward pass (measured x predicted / measured window) leaves exposed."""
+    from etl.analysis.forecast.run import forecast as gpu_forecast
+    from etl.analysis.scale_out import forecast_gpu_ranks
+
+    con = etl.connect(demo_warehouse)
+    grad, h100 = 102e6, "H100-SXM5-80GB"
+    alone = gpu_forecast(con, "resnet_amp_eager", h100, source_gpu="A100-SXM4-40GB").rows
+    both = forecast_gpu_ranks(con, "resnet_amp_eager", h100, 4, link_key="nvlink3",
+                              grad_bytes=grad, source_gpu="A100-SXM4-40GB").rows
+    backward = dict(con.execute(
+        "SELECT k.iteration, sum(k.dur_ns) FROM kernels AS k JOIN runs USING (run_id) "
+        "WHERE run_name = 'resnet_amp_eager' AND k.pass = 'backward' GROUP BY ALL").fetchall())
+    model = CommModel(0.72, "")
+    for row, base in zip(both, alone, strict=True):
+        shrink = base["predicted_ns"] / base["measured_ns"]
+        exposed = round(exposed_allreduce_ns(grad, backward[row["iteration"]] * shrink, model,
+                                             Topology(4, 8, NVLINK3)))
+        assert exposed > 0, "the test needs an all-reduce the backward pass cannot hide"
+        for column in ("predicted_ns", "low_ns", "high_ns"):
+            assert row[column] == base[column] + exposed

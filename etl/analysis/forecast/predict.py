@@ -1,8 +1,8 @@
 """Every GPU activity's time on a target GPU, and the method that gave it (the ladder).
 
 Per activity, the best evidence it has, in this order:
-- communication_kept: a communication kernel keeps its measured time (collectives across
-  GPUs are the next issue's);
+- communication_kept: a communication kernel keeps its measured time (with --ranks,
+  etl/analysis/scale_out.py then times each collective for the target's ranks and links);
 - transfer_kept: a copy between host and device (HtoD, DtoH) or between devices (PtoP)
   keeps its measured time: it runs at the link's speed, which the catalog does not hold;
 - bandwidth: a device copy or set, and a kernel named as one (kernel_type memory): its
@@ -210,7 +210,7 @@ def _notes(sources: list[Gpu], target: Gpu, method: np.ndarray) -> list[str]:
     counts = Counter(method.tolist())
     if counts.get("communication_kept"):
         out.append(f"{counts['communication_kept']} communication kernels keep their "
-                   "measured time (collectives on other GPUs: the next issue)")
+                   "measured time (--ranks N times them for N GPUs and their links)")
     if counts.get("transfer_kept"):
         out.append(f"{counts['transfer_kept']} host/peer copies keep their measured time "
                    "(the link, not the GPU, sets it)")

@@ -95,9 +95,10 @@ def forecast(con: duckdb.DuckDBPyConnection, run_name: str, target_name: str,
     return forecast_on(prepare(con, run_name, source_gpu, fallback), target, by, host_factor)
 
 
-def forecast_on(run: Prepared, target: Gpu, by: str = "iteration", host_factor: float = 1.0
-                ) -> Forecast:
-    """A prepared run forecast on one target GPU."""
+def forecast_on(run: Prepared, target: Gpu, by: str = "iteration", host_factor: float = 1.0,
+                comm: np.ndarray | None = None) -> Forecast:
+    """A prepared run forecast on one target GPU; `comm`, per GPU activity, a factor on
+    its predicted time (the collectives' on more GPUs: etl/analysis/scale_out.py)."""
     if not (host_factor >= 0 and np.isfinite(host_factor)):
         raise ForecastError(f"--host-factor {host_factor!r}: a non-negative number")
     gpu = run.built.events.gpu
@@ -106,7 +107,7 @@ def forecast_on(run: Prepared, target: Gpu, by: str = "iteration", host_factor: 
                                     dict(run.options.fallback)))
     notes = predicted.notes + memory_notes(run.memory, target)
     if by == "iteration":
-        rows = _iteration_rows(run, predicted, target, host_factor)
+        rows = _iteration_rows(run, predicted, target, host_factor, comm)
         if all(w.boundary == "whole_trace" for w in run.iteration_windows):
             notes.insert(0, "the run has no steps: each source is replayed over its whole "
                             "window (boundary whole_trace)")
@@ -201,15 +202,16 @@ def memory_notes(rows: list[tuple[Any, ...]], target: Gpu) -> list[str]:
     return out
 
 
-def _iteration_rows(run: Prepared, predicted: Predicted, target: Gpu, host_factor: float
-                    ) -> list[dict[str, Any]]:
+def _iteration_rows(run: Prepared, predicted: Predicted, target: Gpu, host_factor: float,
+                    comm: np.ndarray | None = None) -> list[dict[str, Any]]:
     built = run.built
     if not run.iteration_windows:
         raise WhatIfError(f"run {run.run_name!r} has no iteration window (no kernel on a "
                           "device): nothing to forecast")
     factors = built.unit_factors()
     factors[1:built.first_activity_slot] = host_factor
-    factors[built.first_activity_slot:] = predicted.factor
+    factors[built.first_activity_slot:] = (predicted.factor if comm is None
+                                           else predicted.factor * comm)
     replayer = engine.Replayer(built, run.ordered, factors)
     errors = intervals.method_errors()
     rows = []
