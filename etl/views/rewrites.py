@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import itertools
 import subprocess
 import tempfile
 import tomllib
@@ -196,6 +197,9 @@ def rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str,
         con.execute(f"SET threads = {int(threads)}")
 
 
+_TEMP_NAMES = itertools.count()
+
+
 def _rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str,
                 digits: int | None) -> Apart:
     def one(sql: str) -> int:
@@ -217,8 +221,18 @@ def _rows_apart(con: duckdb.DuckDBPyConnection, before: str, after: str,
         return f"(SELECT {projection} FROM ({sql}))"
 
     kinds_before, kinds_after = columns(before), columns(after)
-    a, b = compared(before, kinds_before), compared(after, kinds_after)
-    return Apart(one(f"SELECT count(*) FROM {a}"), one(f"SELECT count(*) FROM {b}"),
-                 one(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})"),
-                 one(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})"),
-                 kinds_before, kinds_after)
+    # each query is run once, into a temporary table the four counts read: a view over
+    # other views costs its whole tree at every read
+    a, b = (f"_rows_apart_{side}_{next(_TEMP_NAMES)}" for side in ("before", "after"))
+    con.execute(f"CREATE TEMP TABLE {a} AS {compared(before, kinds_before)}")
+    try:
+        con.execute(f"CREATE TEMP TABLE {b} AS {compared(after, kinds_after)}")
+        try:
+            return Apart(one(f"SELECT count(*) FROM {a}"), one(f"SELECT count(*) FROM {b}"),
+                         one(f"SELECT count(*) FROM (FROM {a} EXCEPT ALL FROM {b})"),
+                         one(f"SELECT count(*) FROM (FROM {b} EXCEPT ALL FROM {a})"),
+                         kinds_before, kinds_after)
+        finally:
+            con.execute(f"DROP TABLE {b}")
+    finally:
+        con.execute(f"DROP TABLE {a}")
