@@ -47,7 +47,8 @@ class View:
     column_docs: dict[str, str]
     depends_on: frozenset[str]
     doc: str = ""      # the leading comment: what the view is, its grain, its sources
-    tree: Any = field(default=None, compare=False, repr=False)  # the parsed sqlglot Query
+    # the parsed sqlglot Query, shared by every load of the same text: copy before changing
+    tree: Any = field(default=None, compare=False, repr=False)
     macros: Path = MACRO_DIR  # the folder its `{% from '...' import ... %}` read
 
 
@@ -91,13 +92,27 @@ def render_text(text: str, macros: Path = MACRO_DIR, where: str = "<string>") ->
 
 
 def load_view(path: Path, macros: Path = MACRO_DIR) -> View:
-    import sqlglot
-    from sqlglot import exp
-
     match = _FILE_RE.match(path.name)
     if not match:
         raise ViewError(f"{path}: file name must be <name>_v<N>.sql")
     text = render(path, macros)
+    view = _parsed_view(path, macros, text)
+    # the docs copied (a caller may change its own); the tree is shared: it is never
+    # changed in place (a caller copies it first, as fingerprints.py and dialects.py do)
+    return View(view.name, view.stable, view.version, path, text, view.columns,
+                dict(view.column_docs), view.depends_on, view.doc, view.tree, macros)
+
+
+@lru_cache(maxsize=1024)
+def _parsed_view(path: Path, macros: Path, text: str) -> View:
+    """The view of `path` rendered as `text`, parsed: parsing costs far more than rendering,
+    and one process (a test session, a notebook) discovers the same views again and again;
+    the rendered text is in the key, so an edited view or macro is parsed anew."""
+    import sqlglot
+    from sqlglot import exp
+
+    match = _FILE_RE.match(path.name)
+    assert match is not None
     try:
         tree = sqlglot.parse_one(text, read="duckdb")
     except sqlglot.errors.ParseError as exc:
