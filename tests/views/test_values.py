@@ -38,9 +38,14 @@ def nonfinite(value: Any) -> bool:
 
 def nonfinite_columns(warehouse: Path) -> dict[str, list[str]]:
     """relation → its columns holding NaN or ±inf in some row."""
+    from etl.api import connect
+
     found = {}
+    con = connect(warehouse)  # one snapshot for every relation, as a notebook reads them
     for name in view_names():
-        columns, rows = run_query(warehouse, f'SELECT * FROM "{name}"')
+        cursor = con.execute(f'SELECT * FROM "{name}"')
+        columns = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
         bad = sorted({c for row in rows for c, v in zip(columns, row) if nonfinite(v)})
         if bad:
             found[name] = bad
