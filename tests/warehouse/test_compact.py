@@ -203,6 +203,7 @@ def test_etl_compact_and_ingest_compact(runs: Path, tmp_path: Path) -> None:
     assert out.returncode != 0 and "no warehouse here" in out.stderr
 
 
+@pytest.mark.slow  # a kill loop: KILLS processes started and killed at random moments
 def test_a_killed_compaction_changes_nothing(runs: Path, tmp_path: Path) -> None:
     """SIGKILL at random moments of `etl compact`: what readers see is unchanged, and the
     next compaction completes."""
