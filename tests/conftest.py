@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -162,6 +163,33 @@ def query_json(warehouse: Path, sql: str) -> list[dict[str, Any]]:
     result = cli("query", sql, "--warehouse", str(warehouse), "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
+               build: Callable[[Path], Path]) -> Path:
+    """What `build(folder)` returns, built once per test session: under pytest-xdist the
+    first worker to ask builds it in a folder beside the workers' own, under a file lock,
+    and the others wait for it and use the same one (pytest-xdist's "Making session-scoped
+    fixtures execute only once"). Only for what the tests read and never change: the
+    workers share it while they run.
+    """
+    import fcntl
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:  # one process: nothing to share
+        return build(tmp_path_factory.mktemp(name))
+    shared = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+    shared.mkdir(exist_ok=True)
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed
+        done = shared / "built"
+        if done.exists():
+            return Path(done.read_text("utf-8"))
+        # a folder of the worker's own: a build that failed in another worker left its
+        # partial folder behind, and this worker tries again from nothing
+        result = build(shared / worker)
+        done.write_text(str(result), "utf-8")
+        return result
 
 
 @pytest.fixture(scope="session")
