@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow  # a SparkSession (a JVM) and corpus ingests
 
 
 # A subset of test_views_values' corpus warehouse that gives every view rows (a real
-# trace with a matched ncu page, an export beside a trace, exports alone, plain traces):
+# trace with a matched ncu page, an export beside a trace, exports alone, plain traces;
+# and the demo's instrument-overhead set, below):
 # Spark over all of it takes ten minutes on two cores (all views held there too).
 RUNS = ("levels", "with_trace", "ncu_a100_details_cmdline-metrics_gardenia_gemm", "alexnet",
         "h100_bert", "ns_resolution_trace")
@@ -35,6 +36,11 @@ def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_corpus_runs(root / "runs")
     result = cli("ingest", *(str(root / "runs" / r) for r in RUNS), "--warehouse",
                  str(root / "wh"))
+    assert result.returncode == 0, result.stderr
+    # the demo's runs of one experiment that differ in instruments (instrument_overhead)
+    assert cli("demo", str(root / "demo")).returncode == 0
+    result = cli("ingest", *sorted(str(p) for p in (root / "demo").glob("cnn_*")),
+                 "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
     # the derived table critical_path_segments, so that its views have rows to compare
     result = cli("critical-path", "--warehouse", str(root / "wh"))

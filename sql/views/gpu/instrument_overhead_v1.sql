@@ -63,11 +63,13 @@ traced AS (
 ),
 per_run AS (
     SELECT r.run_id, r.run_name,
-           coalesce(list_sort(list_filter(r.tags, x -> x LIKE 'repeat:%'))[1],
+           coalesce(list_min(list_filter(r.tags, x -> x LIKE 'repeat:%')),
                     CASE WHEN r.model IS NOT NULL THEN concat(r.model, ' / ', r.framework,
                          ' / ', r.framework_version, ' / ', r.exec_mode, ' / ', r.precision,
                          ' / ', r.batch_size, ' / ', r.gpu) END) AS experiment,
-           string_agg(DISTINCT p.instrument, '+' ORDER BY p.instrument) AS instruments,
+           -- not string_agg(DISTINCT ... ORDER BY ...): Spark 4's LISTAGG of that shape
+           -- fails at run time (a ClassCastException in its planner)
+           array_to_string(list_sort(list_distinct(list(p.instrument))), '+') AS instruments,
            count(DISTINCT p.instrument) AS instrument_count, sum(p.bytes) AS run_bytes,
            coalesce(t.iteration_ns, r.seconds_per_iteration * 1e9) AS iteration_ns,
            CASE WHEN t.iteration_ns IS NOT NULL THEN 'trace'
@@ -80,15 +82,22 @@ per_run AS (
              r.exec_mode, r.precision, r.batch_size, r.gpu, t.iteration_ns,
              r.seconds_per_iteration
 ),
-experiments AS (
-    SELECT *,
-           first_value(run_name) OVER w AS baseline_run,
-           first_value(iteration_ns) OVER w AS baseline_iteration_ns,
-           count(*) OVER (PARTITION BY experiment) AS experiment_runs,
-           count(DISTINCT instruments) OVER (PARTITION BY experiment) AS instrument_sets
+instrument_sets AS (
+    -- an aggregate, not count(DISTINCT ...) OVER: Spark has no distinct window functions
+    SELECT experiment, count(DISTINCT instruments) AS instrument_sets
     FROM per_run
     WHERE experiment IS NOT NULL
-    WINDOW w AS (PARTITION BY experiment ORDER BY instrument_count, run_bytes, run_name
+    GROUP BY experiment
+),
+experiments AS (
+    SELECT r.*,
+           first_value(r.run_name) OVER w AS baseline_run,
+           first_value(r.iteration_ns) OVER w AS baseline_iteration_ns,
+           count(*) OVER (PARTITION BY r.experiment) AS experiment_runs,
+           s.instrument_sets
+    FROM per_run AS r
+    JOIN instrument_sets AS s ON s.experiment = r.experiment
+    WINDOW w AS (PARTITION BY r.experiment ORDER BY r.instrument_count, r.run_bytes, r.run_name
                  ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 )
 SELECT
