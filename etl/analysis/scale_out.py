@@ -207,11 +207,13 @@ def target_topology(ranks: int, gpus_per_node: int, link_key: str | None,
 
 
 def collectives_of(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
-    """The run's collectives as collectives_v1 reads them, with nccl-tests' size."""
+    """The run's collectives of a known kind as collectives_v1 reads them, with
+    nccl-tests' size."""
     cursor = con.execute(
         "SELECT source_id, kernel_id, collective, group_size, rank_count, duration_ns, "
         "transfer_ns, CASE collective WHEN 'allgather' THEN bytes_out ELSE bytes_in END "
-        "AS size_bytes FROM collectives_v1 WHERE run_id = ?", [run_id])
+        "AS size_bytes FROM collectives_v1 WHERE run_id = ? AND collective IS NOT NULL",
+        [run_id])
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
@@ -223,12 +225,11 @@ def forecast_ranks(con: duckdb.DuckDBPyConnection, run_name: str, target: Topolo
     from etl.analysis.whatif import _run_id
 
     run_id = _run_id(con, run_name)
-    if any(r["collective"] is not None for r in collectives_of(con, run_id)):
-        return _replayed(con, run_name, run_id, target, source_link)
+    comm = collectives_of(con, run_id)
+    if comm:
+        return _replayed(con, run_name, run_id, target, source_link, comm)
     if grad_bytes is None:
-        raise ScaleOutError(f"run {run_name!r} has no collectives to scale: give the size of "
-                            "the gradients DDP would all-reduce with --grad-bytes (4 bytes x "
-                            "the parameters in fp32)")
+        raise _no_collectives(run_name)
     gpu_name, world = _run_gpu_and_ranks(con, run_id)
     notes = [f"target: {target.describe()}; the run: {world} rank(s) of "
              f"{gpu_name or 'unnamed GPU'}"]
@@ -243,12 +244,18 @@ def _run_gpu_and_ranks(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[str
     return gpu, int(ranks or 0)
 
 
+def _no_collectives(run_name: str) -> ScaleOutError:
+    return ScaleOutError(f"run {run_name!r} has no collectives to scale: give the size of "
+                         "the gradients DDP would all-reduce with --grad-bytes (4 bytes x the "
+                         "parameters in fp32)")
+
+
 def comm_factors(con: duckdb.DuckDBPyConnection, run_id: str, built: graph.Graph,
-                 target: Topology, source_link: str | None = None
+                 target: Topology, comm: list[dict[str, Any]], source_link: str | None = None
                  ) -> tuple[np.ndarray, list[str]]:
     """Per GPU activity of the graph, the factor that takes it to the target topology: the
-    model's time of its collective there over its time as measured (1 for the rest), and
-    what the factors rest on, in words."""
+    model's time of its collective (`comm`: collectives_of's rows) there over its time as
+    measured (1 for the rest), and what the factors rest on, in words."""
     gpu_name, world = _run_gpu_and_ranks(con, run_id)
     node = link(source_link) if source_link else (typical_link(gpu_name) or target.node_link)
     source = Topology(max(world, 1), target.gpus_per_node, node, target.network)
@@ -257,7 +264,6 @@ def comm_factors(con: duckdb.DuckDBPyConnection, run_id: str, built: graph.Graph
                  "" if source_link or typical_link(gpu_name) else
                  " (its link unknown: taken as the target's)")]
     factors = np.ones(built.activities, np.float64)
-    comm = [r for r in collectives_of(con, run_id) if r["collective"] is not None]
     if not comm:
         return factors, notes
     model = calibrate(comm, source)
@@ -282,7 +288,8 @@ def comm_factors(con: duckdb.DuckDBPyConnection, run_id: str, built: graph.Graph
 
 
 def _replayed(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
-              target: Topology, source_link: str | None) -> ScaleOut:
+              target: Topology, source_link: str | None, comm: list[dict[str, Any]]
+              ) -> ScaleOut:
     from etl.analysis.whatif import _measured_windows, replay_window
     from etl.replay import engine, inputs, windows
     from etl.replay.graph import build
@@ -290,7 +297,7 @@ def _replayed(con: duckdb.DuckDBPyConnection, run_name: str, run_id: str,
     built = build(inputs.read_run(con, run_id))
     ordered = engine.order(built)
     before = windows.windows(built, engine.measured(built, ordered).time)
-    ratios, notes = comm_factors(con, run_id, built, target, source_link)
+    ratios, notes = comm_factors(con, run_id, built, target, comm, source_link)
     factors = built.unit_factors()
     factors[built.first_activity_slot:] = ratios
     replayer = engine.Replayer(built, ordered, factors)
@@ -385,13 +392,13 @@ def forecast_gpu_ranks(con: duckdb.DuckDBPyConnection, run_name: str, gpu_name: 
     target = target_topology(ranks, gpus_per_node, link_key, network_key,
                              gpu.names[0] if gpu.names else gpu.key)
     prepared = forecast_run.prepare(con, run_name, source_gpu, fallback)
-    if any(r["collective"] is not None for r in collectives_of(con, prepared.run_id)):
-        comm, notes = comm_factors(con, prepared.run_id, prepared.built, target, source_link)
+    collectives = collectives_of(con, prepared.run_id)
+    if collectives:
+        comm, notes = comm_factors(con, prepared.run_id, prepared.built, target, collectives,
+                                   source_link)
         result = forecast_run.forecast_on(prepared, gpu, "iteration", host_factor, comm)
     elif grad_bytes is None:
-        raise ScaleOutError(f"run {run_name!r} has no collectives to scale: give the size of "
-                            "the gradients DDP would all-reduce with --grad-bytes (4 bytes x "
-                            "the parameters in fp32)")
+        raise _no_collectives(run_name)
     else:
         notes = [f"target: {target.describe()}"]
         result = forecast_run.forecast_on(prepared, gpu, "iteration", host_factor)
