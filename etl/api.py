@@ -91,8 +91,8 @@ def ingest(paths: PathLike | Iterable[PathLike], warehouse: PathLike | None = No
         results = ingest_spark(local_session(master, "etl ingest"), folders, target,
                                settings, on_done=on_done)
     else:
-        # the publish's visibility margin (a quarter second) passes while the views are
-        # refreshed and the layout checked: a small ingest's largest fixed cost
+        # the publish's visibility margin (store.PUBLISH_MARGIN_SECONDS) passes while the
+        # views are refreshed and the layout checked
         results = ingest_all(folders, target, settings, on_done=on_done, wait=False)
     done = Ingested(results)
     done.views_refreshed = _refresh_views(target)

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     import duckdb
@@ -26,6 +25,9 @@ if TYPE_CHECKING:
     from etl.warehouse.store import Warehouse
 
 CACHE_ENV = "ETL_CACHE_DIR"
+# In the template's name: a change of what its stamp holds gets a file of its own, so that
+# two versions of the tool on one machine do not replace each other's template
+STAMP_FORMAT = "2"  # 2: the stamp names the sha256 of the template's bytes
 
 
 def cache_dir() -> Path:
@@ -41,7 +43,8 @@ def _template(fingerprint: str) -> Path:
     storage format; sqlglot renders the stored SQL)."""
     import duckdb
 
-    key = f"{fingerprint}\0{duckdb.__version__}\0{metadata.version('sqlglot')}"
+    key = (f"{fingerprint}\0{duckdb.__version__}\0{metadata.version('sqlglot')}"
+           f"\0{STAMP_FORMAT}")
     return cache_dir() / f"views-{hashlib.sha256(key.encode()).hexdigest()[:24]}.duckdb"
 
 
@@ -54,26 +57,37 @@ def copy_template(warehouse: Warehouse, fingerprint: str, stamp_name: str) -> bo
     the database appeared meanwhile: another writer made it, which is as good)."""
     template = _template(fingerprint)
     try:
-        stamp = _stamp_of(template).read_text("utf-8")
+        *stamp, file_digest = _stamp_of(template).read_text("utf-8").split()
         with tempfile.NamedTemporaryFile(dir=warehouse.root, prefix=".views-",
                                          suffix=".duckdb", delete=False) as tmp:
-            with open(template, "rb") as src:
-                shutil.copyfileobj(src, tmp)
-        try:  # a damaged template is never used: the copy must hold what its stamp says
-            if stamp.split()[1:] != [catalog_digest_of(Path(tmp.name))]:
+            copied = _copy_hashing(template, tmp)
+        try:  # a damaged template is never used: the copy must be the bytes its stamp names
+            if len(stamp) != 2 or copied != file_digest:
                 return False
             os.link(tmp.name, warehouse.database)  # never replaces a database that exists
         finally:
             os.unlink(tmp.name)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: no stamp line to unpack
         return False
-    (warehouse.root / stamp_name).write_text(stamp, "utf-8")
+    (warehouse.root / stamp_name).write_text("".join(f"{line}\n" for line in stamp), "utf-8")
     return True
+
+
+def _copy_hashing(source: Path, target: IO[bytes]) -> str:
+    """Copy `source` into `target`; the sha256 of the bytes written (one read of each
+    block: checking the copy this way costs milliseconds, opening it in DuckDB ~0.1 s)."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as src:
+        while block := src.read(1 << 20):
+            digest.update(block)
+            target.write(block)
+    return digest.hexdigest()
 
 
 def save_template(warehouse: Warehouse, stamp_name: str) -> None:
     """Keep a copy of a warehouse's freshly built views database as the template, checked
-    against its stamp before it is put in place (a torn copy is never a template)."""
+    against its stamp before it is put in place (a torn copy is never a template). The
+    template's stamp is the warehouse's plus the sha256 of the template's bytes."""
     try:
         stamp = (warehouse.root / stamp_name).read_text("utf-8")
         fingerprint, digest = stamp.split()
@@ -81,12 +95,11 @@ def save_template(warehouse: Warehouse, stamp_name: str) -> None:
         template.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=template.parent, prefix=".views-",
                                          suffix=".duckdb", delete=False) as tmp:
-            with open(warehouse.database, "rb") as src:
-                shutil.copyfileobj(src, tmp)
+            file_digest = _copy_hashing(warehouse.database, tmp)
         if catalog_digest_of(Path(tmp.name)) != digest:
             os.unlink(tmp.name)
             return
-        _stamp_of(template).write_text(stamp, "utf-8")
+        _stamp_of(template).write_text(f"{fingerprint}\n{digest}\n{file_digest}\n", "utf-8")
         os.replace(tmp.name, template)
     except (OSError, ValueError):
         return

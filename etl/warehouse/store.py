@@ -54,9 +54,13 @@ if TYPE_CHECKING:
 
 RUN_TABLES = tuple(t for t in TABLES if t != "runs")
 GRACE_SECONDS = 600
-# Between choosing a publish's visible-from time and the rename there is only the rename:
-# a quarter second covers a slow disk; each `etl ingest` waits it out once at the end.
-PUBLISH_MARGIN_SECONDS = 0.25
+# Between choosing a publish's visible-from time and the end of its rename there is only
+# the rename: ~10 µs on a local disk, a round trip (~1 ms) on NFS. 50 ms covers that 50
+# times over and the skew of NTP-synchronised hosts sharing a warehouse; a publish that
+# still overruns it says so (ingest.LATE_PUBLISH). Each `etl ingest` waits it out once at
+# the end, which is why it is not larger: it is the one fixed cost of every small ingest
+# that is a sleep (0.25 s until 2026-11-29).
+PUBLISH_MARGIN_SECONDS = 0.05
 VISIBLE_SUFFIX = ".v"
 ROW_GROUP_ROWS = 1 << 20
 # Streamed tables buffer one row group in memory (~250 B a row for host events): a quarter

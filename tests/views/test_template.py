@@ -2,6 +2,7 @@
 building it (etl/views/template.py), and gets exactly the views a build gives."""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import duckdb
@@ -75,3 +76,22 @@ def test_no_cache_folder_builds_as_before(tmp_path: Path,
     wh = Warehouse.at(tmp_path / "wh")
     assert ensure_views(wh)
     _catalog(wh)
+
+
+def test_a_template_is_used_only_with_the_bytes_its_stamp_names(tmp_path: Path,
+                                                                cache: Path) -> None:
+    assert ensure_views(Warehouse.at(tmp_path / "first"))
+    [template] = cache.glob("*.duckdb")
+    [stamp] = cache.glob("*.stamp")
+    fingerprint, digest, file_digest = stamp.read_text().split()
+    assert file_digest == hashlib.sha256(template.read_bytes()).hexdigest()
+    second = Warehouse.at(tmp_path / "second")
+    second.init()
+    stamp.write_text(f"{fingerprint}\n{digest}\n{'0' * 64}\n")
+    assert not view_template.copy_template(second, inputs_fingerprint(), STAMP)
+    stamp.write_text(f"{fingerprint}\n{digest}\n")  # an older stamp names no bytes
+    assert not view_template.copy_template(second, inputs_fingerprint(), STAMP)
+    assert not second.database.exists()
+    stamp.write_text(f"{fingerprint}\n{digest}\n{file_digest}\n")
+    assert view_template.copy_template(second, inputs_fingerprint(), STAMP)
+    assert (second.root / STAMP).read_text() == f"{fingerprint}\n{digest}\n"
