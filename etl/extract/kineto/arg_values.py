@@ -53,6 +53,8 @@ def decoder_field(kind: str, key: str) -> tuple[Any, Any]:
 def raw_texts(values: Sequence[msgspec.Raw]) -> list[str | None]:
     """Raw JSON values (typed decoding of a json kind) → compact JSON text; absent or
     null → None. Compacting makes the text the same whatever the writer's spacing."""
+    if not any(map(len, values)):  # none written in the slice
+        return [None] * len(values)
     out: list[str | None] = []
     for raw in values:
         text = msgspec.json.format(raw, indent=-1) if len(raw) else b"null"
@@ -80,6 +82,11 @@ def arg_array(column: str, values: Sequence[Any], ids: Sequence[int],
                               f"{str(value)[:60]!r} is not {_WHAT[kind]}; stored as NULL"))
         clean.append(converted)
     return pa.array(clean, _ARROW[kind]())
+
+
+def absent_arg_array(column: str, rows: int) -> pa.Array:
+    """The column of an argument no event of the slice has."""
+    return pa.nulls(rows, _ARROW[arg_kinds()[column]]())
 
 
 _ENCODER = msgspec.json.Encoder(decimal_format="number")

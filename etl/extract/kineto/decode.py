@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import decimal
 import functools
+import itertools
 import operator
 import re
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ import pyarrow.compute as pc
 from etl.extract.fields import field_map
 from etl.core.errors import InputError
 from etl.extract.registry import NotThisFormat
-from etl.extract.kineto.arg_values import arg_array, arg_kinds, decoder_field, raw_texts
+from etl.extract.kineto.arg_values import (absent_arg_array, arg_array, arg_kinds,
+                                            decoder_field, raw_texts)
 from etl.extract.jsonslice import ArraySlicer, Malformed, NotStreamable, Truncated
 from etl.extract.rawio import BlockReader, read_all
 from etl.extract.timeconv import us_texts_to_ns
@@ -63,8 +65,13 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.jso
 
 
 @cache
-def _event_fields() -> list[tuple[str, Any, Any]]:
-    """The fields read from an event besides `ph` (the typed decoders' shared layout)."""
+def _event_fields(read: frozenset[str] | None = None) -> list[tuple[str, Any, Any]]:
+    """The fields read from an event besides `ph` (the typed decoders' shared layout).
+
+    `read`: the argument spellings (fields.toml [args] values) decoded; every other one
+    is typed null, so a slice where one of them has a value fails validation and is
+    decoded again with it read (see _slice_columns). None: all of them.
+    """
     aliases = field_map("kineto")["args"]
     arg_fields: list[tuple[str, Any, Any]] = []
     for column, keys in aliases.items():
@@ -72,11 +79,14 @@ def _event_fields() -> list[tuple[str, Any, Any]]:
         # cpu_ops carry grid "grid(100,)"), so one odd field never forces the slow path
         kind = (list[int] | str) if column in DIM_COLUMNS else (int | str)
         for n, key in enumerate(keys):
-            if column in arg_kinds():
+            if read is not None and key not in read:
+                arg_fields.append((f"{column}__{n}", None, msgspec.field(default=None,
+                                                                         name=key)))
+            elif column in arg_kinds():
                 arg_fields.append((f"{column}__{n}", *decoder_field(arg_kinds()[column], key)))
-                continue
-            spec = msgspec.field(default=None, name=key)
-            arg_fields.append((f"{column}__{n}", kind | None, spec))
+            else:
+                spec = msgspec.field(default=None, name=key)
+                arg_fields.append((f"{column}__{n}", kind | None, spec))
     args = msgspec.defstruct("Args", arg_fields, gc=False)  # acyclic: skip GC tracking
     raw = msgspec.Raw
     return [("cat", str | None, None), ("name", str | None, None),
@@ -86,6 +96,19 @@ def _event_fields() -> list[tuple[str, Any, Any]]:
             ("args", args | None, None)]
 
 
+# The argument spellings a slice is first decoded with: what most GPU traces carry (kernel,
+# runtime and memory events, the autograd link). Each other one would cost a pass over every
+# event of every slice (~1 ms a slice), so it is read only in a trace that has it: the
+# first slice where it has a value fails validation on it, and that process reads it from
+# then on for that file (_ARGS_READ).
+_FIRST_READ = frozenset((
+    "correlation", "External id", "device", "stream", "grid", "block",
+    "registers per thread", "shared memory", "bytes", "Total Allocated", "Total Reserved",
+    "Bytes", "Device Id", "Device Type", "Sequence number", "Fwd thread id",
+    "est. achieved occupancy %", "blocks per SM", "warps per SM"))
+_ARGS_READ: dict[str, frozenset[str]] = {}  # per file: the spellings its slices need
+
+
 # Chrome-trace phases besides the kept ones (X, i, I, B, E): events of these (counters,
 # metadata, flows, async and object events, ...) carry no host or GPU time for this tool and
 # are skipped unread
@@ -93,16 +116,18 @@ _SKIPPED_PHASES = ("C", "b", "n", "e", "s", "t", "f", "P", "O", "N", "D", "M",
                    "R", "c", "(", ")", "S", "T", "F", "p", "v", "V")
 
 
-@cache
-def _tagged_decoder() -> tuple[msgspec.json.Decoder, dict[type, str]]:
+@functools.lru_cache(maxsize=16)
+def _tagged_decoder(read: frozenset[str] | None = None
+                    ) -> tuple[msgspec.json.Decoder, dict[type, str]]:
     """A slice decoder tagged by `ph`, and the phase of each kept event type.
 
     Kept phases decode to full structs; every other known phase to an empty struct, so a
     flow event (a third of a Kineto trace) costs a syntax scan, not a Python object per
     field. An event whose ph is missing, null or unknown fails validation: the caller then
-    decodes untagged, exactly as before.
+    decodes untagged, exactly as before. `read`: as in _event_fields.
     """
-    kept = {msgspec.defstruct(f"Event{ord(ph)}", _event_fields(), gc=False,
+    fields = _event_fields(read)
+    kept = {msgspec.defstruct(f"Event{ord(ph)}", fields, gc=False,
                               tag_field="ph", tag=ph): ph for ph in sorted(_KEPT_PHASES)}
     skipped = [msgspec.defstruct(f"Skipped{ord(ph)}", [], gc=False, tag_field="ph", tag=ph)
                for ph in _SKIPPED_PHASES]
@@ -132,6 +157,8 @@ class SourceColumns:
     # from the typed decoders: args hold only int | str | None (lists of int for grid and
     # block), never the floats, bools or Decimals of the lenient reading
     typed: bool = False
+    # argument columns no event of the slice has (their spellings were typed null)
+    absent: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -320,15 +347,38 @@ def decode_slice(path: Path, text: SliceText, first_id: int, offset: int) -> Dec
 
 def _slice_columns(path: Path, text: SliceText, first_id: int, offset: int
                    ) -> SourceColumns:
-    """Typed decoding, tagged by ph first; untagged when some event's ph is not a known
-    phase (a ValidationError from here means a field has an unexpected type)."""
-    tagged, kept_types = _tagged_decoder()
-    try:
-        return _tagged_columns(_guarded(path, offset, tagged.decode, text), kept_types,
-                               first_id)
-    except msgspec.ValidationError:
-        _, _, typed = _decoders()
-        return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
+    """Typed decoding, tagged by ph first, with the argument spellings this file has
+    needed so far; with one more each time an unread one holds a value; untagged when
+    some event's ph is not a known phase (a ValidationError from here means a field has
+    an unexpected type)."""
+    read: frozenset[str] | None = _ARGS_READ.get(str(path), _FIRST_READ)
+    while True:
+        tagged, kept_types = _tagged_decoder(read)
+        try:
+            events = _guarded(path, offset, tagged.decode, text)
+        except msgspec.ValidationError as exc:
+            spelling = _unread_spelling(exc, read)
+            if spelling is None:
+                break
+            read = _ARGS_READ[str(path)] = (read or frozenset()) | {spelling}
+            continue
+        return _tagged_columns(events, kept_types, first_id, read)
+    _, _, typed = _decoders()
+    return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
+
+
+def _unread_spelling(exc: msgspec.ValidationError, read: frozenset[str] | None
+                     ) -> str | None:
+    """The argument spelling typed null (not in `read`) whose value failed validation;
+    None when the failure is another one."""
+    message = str(exc)
+    if read is None or not message.startswith("Expected `null`"):
+        return None
+    for keys in field_map("kineto")["args"].values():
+        for key in keys:
+            if key not in read and message.endswith(f".args.{key}`"):
+                return str(key)
+    return None
 
 
 def _lenient_slice(path: Path, text: SliceText, offset: int) -> list[Any]:
@@ -475,13 +525,15 @@ def _typed_columns(events: list[Any], first_id: int) -> SourceColumns:
                            [first_id + i for i in kept], len(ph) - ph.count(None))
 
 
-def _tagged_columns(events: list[Any], kept_types: dict[type, str], first_id: int
-                    ) -> SourceColumns:
+def _tagged_columns(events: list[Any], kept_types: dict[type, str], first_id: int,
+                    read: frozenset[str] | None = None) -> SourceColumns:
     """Columns of the kept events of a tagged decoding (every event there has a ph)."""
-    kept = [i for i, kind in enumerate(map(type, events)) if kind in kept_types]
+    is_kept = map(kept_types.__contains__, map(type, events))
+    kept = list(itertools.compress(range(len(events)), is_kept))
     kept_events = _picked(events, kept)
     ph: list[str | None] = list(map(kept_types.__getitem__, map(type, kept_events)))
-    return _struct_columns(kept_events, ph, [first_id + i for i in kept], len(events))
+    return _struct_columns(kept_events, ph, list(map(first_id.__add__, kept)), len(events),
+                           read)
 
 
 def _picked(values: list[Any], rows: list[int]) -> list[Any]:
@@ -493,14 +545,17 @@ def _picked(values: list[Any], rows: list[int]) -> list[Any]:
 
 
 def _struct_columns(events: list[Any], ph: list[str | None], event_id: list[int],
-                    with_phase: int) -> SourceColumns:
+                    with_phase: int, read: frozenset[str] | None = None) -> SourceColumns:
     """Plain columns of decoded event structs: one C-level map per field (no per-event
     Python code, no intermediate row tuples)."""
     cat, name, pid, tid, ts, dur, args = (
         list(map(operator.attrgetter(f), events)) for f in _FIELDS)
     cols = SourceColumns(event_id=event_id, ph=ph, cat=cat, name=name, pid=_id_texts(pid),
                          tid=_id_texts(tid), ts_text=ts, dur_text=dur)
-    cols.args = _arg_columns(args)
+    cols.args = _arg_columns(args, read)
+    if read is not None:
+        cols.absent = frozenset(column for column, keys in field_map("kineto")["args"].items()
+                                if read.isdisjoint(keys))
     cols.with_phase = with_phase
     cols.typed = True
     return cols
@@ -521,8 +576,10 @@ def _id_texts(values: Sequence[Any]) -> Any:
 _KEPT_PHASES = frozenset(("X", "i", "I", "B", "E"))
 
 
-def _arg_columns(args: list[Any]) -> dict[str, list[Any]]:
-    """All argument columns, one C-level map per alias.
+def _arg_columns(args: list[Any], read: frozenset[str] | None = None
+                 ) -> dict[str, list[Any]]:
+    """All argument columns, one C-level map per spelling read (`read`: as in
+    _event_fields; the others were typed null, so they hold None for every event).
 
     With several spellings of one argument the first present one wins.
     """
@@ -533,11 +590,14 @@ def _arg_columns(args: list[Any]) -> dict[str, list[Any]]:
     present = [a if a is not None else empty for a in args]
     out = {}
     for column, keys in aliases.items():
-        values = _arg_values(present, column, 0)
-        for n in range(1, len(keys)):
+        values: list[Any] | None = None
+        for n, key in enumerate(keys):
+            if read is not None and key not in read:
+                continue
             other = _arg_values(present, column, n)
-            values = [v if v is not None else o for v, o in zip(values, other)]
-        out[column] = values
+            values = other if values is None else [
+                v if v is not None else o for v, o in zip(values, other)]
+        out[column] = [None] * len(args) if values is None else values
     return out
 
 
@@ -668,6 +728,10 @@ def _normalised_args(cols: SourceColumns, anomalies: list[Anomaly]
     for column, values in cols.args.items():
         if column in arg_kinds():
             continue  # arg_values.py makes their columns
+        if column in cols.absent:
+            args[column] = values
+            arrays[column] = pa.nulls(len(values), _arrow_type(column))
+            continue
         array = _as_arrow(column, values) if cols.typed else None
         if array is None:
             args[column] = _normalise_arg(column, values, cols.event_id, anomalies)
@@ -676,10 +740,13 @@ def _normalised_args(cols: SourceColumns, anomalies: list[Anomaly]
     return args, arrays
 
 
+def _arrow_type(column: str) -> pa.DataType:
+    return pa.list_(pa.int64()) if column in DIM_COLUMNS else pa.int64()
+
+
 def _as_arrow(column: str, values: list[Any]) -> pa.Array | None:
-    kind = pa.list_(pa.int64()) if column in DIM_COLUMNS else pa.int64()
     try:
-        return pa.array(values, kind)
+        return pa.array(values, _arrow_type(column))
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
         return None  # text, or an integer beyond int64: the general path decides
 
@@ -737,7 +804,8 @@ def _batch(cols: SourceColumns, anomalies: list[Anomaly]) -> pa.Table:
         **{c: ints[c] for c in COLLECTIVE_INT_COLUMNS},
         "flops": ints["flops"],
         "sequence_number": ints["sequence_number"], "fwd_thread_id": ints["fwd_thread_id"],
-        **{c: arg_array(c, cols.args[c], ids, anomalies, cols.typed) for c in arg_kinds()},
+        **{c: absent_arg_array(c, len(ids)) if c in cols.absent
+           else arg_array(c, cols.args[c], ids, anomalies, cols.typed) for c in arg_kinds()},
     })
 
 

@@ -95,3 +95,59 @@ def test_typed_arguments_equal_the_general_route_whatever_their_mix() -> None:
         assert decoded.anomalies == found
     kinds = [kind for kind, _, _ in _decoded(odd).anomalies]
     assert kinds.count("bad_argument") == 5  # grid text, 2^64, [], device, "x"
+
+
+# ---- argument spellings read only in the traces that have them (_FIRST_READ) ----------
+
+ALL_SPELLINGS = frozenset(key for keys in kineto.field_map("kineto")["args"].values()
+                          for key in keys)
+CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus"
+CORPUS_TRACES = sorted(p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*.json.gz")
+                       if "neusight" not in p.parts)
+
+
+@pytest.fixture
+def fresh_memory(monkeypatch: pytest.MonkeyPatch) -> dict[str, frozenset[str]]:
+    memory: dict[str, frozenset[str]] = {}
+    monkeypatch.setattr(kineto, "_ARGS_READ", memory)
+    return memory
+
+
+def test_first_read_spellings_are_fields_toml_spellings() -> None:
+    assert kineto._FIRST_READ < ALL_SPELLINGS
+
+
+def test_an_unread_spelling_with_a_value_is_read_from_then_on(
+        fresh_memory: dict[str, frozenset[str]]) -> None:
+    comms = {**KERNEL, "args": {**KERNEL["args"], "Collective name": "allreduce",
+                                "Process Group ID": 3, "wait_on_stream": None}}
+    events = [KERNEL, LAUNCH, INSTANT, comms]  # "external id" in the launch, the rest last
+    decoded = _decoded(events)
+    assert decoded.table.equals(_untagged(events))
+    assert decoded.table["collective_name"].to_pylist() == [None, None, None, "allreduce"]
+    assert decoded.table["external_id"].to_pylist() == [9, 9, None, 9]
+    learned = fresh_memory["t.json"] - kineto._FIRST_READ
+    assert learned == {"external id", "Collective name", "Process Group ID"}  # null: unread
+    again = _decoded([LAUNCH, comms])  # read with them at once: one decoding
+    assert again.table.equals(_untagged([LAUNCH, comms]))
+
+
+def test_a_null_of_an_unread_spelling_reads_as_absent(
+        fresh_memory: dict[str, frozenset[str]]) -> None:
+    events = [{**KERNEL, "args": {**KERNEL["args"], "Call stack": None, "flops": None}}]
+    assert _decoded(events).table.equals(_untagged(events))
+    assert "t.json" not in fresh_memory
+
+
+@pytest.mark.parametrize("relative", CORPUS_TRACES)
+def test_corpus_traces_read_alike_with_every_spelling_read(
+        relative: str, monkeypatch: pytest.MonkeyPatch,
+        fresh_memory: dict[str, frozenset[str]]) -> None:
+    path = CORPUS / relative
+    slices = 1 << 18  # many slices: spellings learned part way through the file
+    adaptive = kineto.read_trace(path, slice_bytes=slices)
+    monkeypatch.setattr(kineto, "_FIRST_READ", ALL_SPELLINGS)
+    fresh_memory.clear()
+    everything = kineto.read_trace(path, slice_bytes=slices)
+    assert adaptive.events.equals(everything.events)
+    assert adaptive.anomalies == everything.anomalies
