@@ -1,13 +1,4 @@
-{%- set instruments = [
-    ("smi_gpu", "nvidia-smi", "gpu_util"),
-    ("dcgm_gr_engine_active", "dcgm", "gr_engine_active"),
-    ("dcgm_sm_active", "dcgm", "sm_active"),
-    ("dcgm_sm_occupancy", "dcgm", "sm_occupancy"),
-    ("dcgm_tensor_active", "dcgm", "tensor_active"),
-    ("nsys_sm_active", "nsys", "sm_active"),
-    ("nsys_sm_issue", "nsys", "sm_issue"),
-    ("nsys_tensor_active", "nsys", "tensor_active"),
-] -%}
+{% from 'instrument_comparison.sql' import instruments, samples, monitor_values -%}
 -- instrument_comparison: every instrument's view of the same GPU time, side by side.
 -- Grain: one row per run, trace source, device and iteration window (gpu_utilization's
 -- windows); a run with monitor samples but no trace gets one whole-run row per device.
@@ -44,14 +35,7 @@ trace_clock AS (
     FROM iterations AS it
     LEFT JOIN source_format AS f ON f.run_id = it.run_id AND f.source_id = it.source_id
 ),
-samples AS (
-    SELECT
-        s.run_id, s.device_index, s.ts_ns, s.metric, s.value,
-        CASE WHEN s.instrument LIKE 'nvidia-smi%' THEN 'nvidia-smi'
-             WHEN s.instrument LIKE 'dcgm%' THEN 'dcgm'
-             ELSE s.instrument END AS family
-    FROM gpu_samples AS s
-),
+{{ samples() }},
 traced AS (
     SELECT
         g.run_id, g.run_name, g.source_id, g.device_id, g.iteration, g.window_start_ns,
@@ -74,60 +58,7 @@ untraced AS (
     WHERE s.run_id NOT IN (SELECT run_id FROM traced)
     GROUP BY s.run_id, r.run_name, s.device_index
 ),
-windows AS (
-    SELECT * FROM traced
-    UNION ALL
-    SELECT * FROM untraced
-),
-steps AS (
-    SELECT run_id, family, metric,
-           ts_ns - lag(ts_ns) OVER (PARTITION BY run_id, family, metric, device_index
-                                    ORDER BY ts_ns) AS step_ns
-    FROM samples
-    WHERE ts_ns IS NOT NULL
-),
-intervals AS (
-    SELECT run_id,
-{%- for col, family, metric in instruments %}
-        median(step_ns) FILTER (WHERE family = '{{ family }}' AND metric = '{{ metric }}')
-            AS {{ col }}_interval_ns,
-{%- endfor %}
-        count(*) AS steps
-    FROM steps
-    WHERE step_ns > 0
-    GROUP BY run_id
-),
-presence AS (
-    SELECT run_id,
-{%- for col, family, metric in instruments %}
-        count(*) FILTER (WHERE family = '{{ family }}' AND metric = '{{ metric }}')
-            AS {{ col }}_all,
-        count(ts_ns) FILTER (WHERE family = '{{ family }}' AND metric = '{{ metric }}')
-            AS {{ col }}_timed,
-{%- endfor %}
-        count(*) AS sample_rows
-    FROM samples
-    GROUP BY run_id
-),
-per_window AS (
-    SELECT
-        w.run_id, w.source_id, w.device_id, w.iteration, w.window_start_ns,
-{%- for col, family, metric in instruments %}
-        avg(s.value) FILTER (WHERE s.family = '{{ family }}' AND s.metric = '{{ metric }}')
-            AS {{ col }}_mean,
-        count(s.metric) FILTER (WHERE s.family = '{{ family }}' AND s.metric = '{{ metric }}')
-            AS {{ col }}_n,
-{%- endfor %}
-        count(s.metric) AS window_samples
-    FROM windows AS w
-    LEFT JOIN samples AS s
-      ON s.run_id = w.run_id
-     AND (s.device_index = w.device_id OR s.device_index IS NULL OR w.device_id IS NULL)
-     AND w.on_wall_clock
-     AND (w.whole_run OR (s.ts_ns >= w.window_start_utc_ns
-                          AND s.ts_ns < w.window_start_utc_ns + w.window_ns))
-    GROUP BY w.run_id, w.source_id, w.device_id, w.iteration, w.window_start_ns
-)
+{{ monitor_values('window_start_utc_ns') }}
 SELECT
     w.run_id,
     w.run_name,
