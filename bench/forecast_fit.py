@@ -8,16 +8,18 @@ softmax}.csv, rows of A100-PCIE-40GB, P100, P4, T4 and V100 only (the paper's tr
 GPUs; its train/ files are not public). Never the end-to-end labels: they are the
 backtest's test set. H100, L4, A100 80GB and the AMD GPUs stay out of distribution.
 
-Model (etl/analysis/forecast/model.py): measured = R_X / (γ_{f,X}·(1 − a_f/waves_X)) + δ_X
-with R_X the roofline time with wave quantization from the row's grid, per curve f (gemm =
-bmm + linear, elementwise, norm = ln, softmax): γ per GPU, a per curve, and δ_X a launch
-floor per GPU (each row's CUDA-event timing holds the call's launch; the forecast scales
-kernel durations, which do not, so δ is fitted and then left out). Least squares on
-log(predicted / measured) with a soft-L1 loss (scipy.optimize.least_squares, f_scale 0.1):
-the residuals of plain least squares were skewed (median log(predicted / measured) of
-+0.07 to +0.18 on five of the six A100, P100 and P4 GEMM files: γ pulled down by a tail
-of odd shapes), a robust loss centres them. `--check`
-fits and prints without writing.
+Model (etl/analysis/forecast/model.py): measured = R_X / (γ_{c,X}·(1 − a_c/waves_X)·s_X)
++ δ_X with R_X the roofline time with wave quantization from the row's grid, per curve c
+(gemm = linear and bmm of batch 1, bmm = bmm of batch > 1, elementwise, norm = ln,
+softmax): γ per GPU, a per curve, s_X = exp(θ_X·o + κ_X·d) on GEMMs (o the log2 output
+size against 2048², d the log2 reduction depth beyond 4096: model.shape_terms) with θ and
+κ per GPU, and δ_X a launch floor per GPU (each row's CUDA-event timing holds the call's
+launch; the forecast scales kernel durations, which do not, so δ is fitted and then left
+out). Least squares on log(predicted / measured) with a soft-L1 loss
+(scipy.optimize.least_squares, f_scale 0.1): the residuals of plain least squares were
+skewed (median log(predicted / measured) of +0.07 to +0.18 on five of the six A100, P100
+and P4 GEMM files: γ pulled down by a tail of odd shapes), a robust loss centres them.
+`--check` fits and prints without writing.
 """
 from __future__ import annotations
 
@@ -34,44 +36,49 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import neusight_ops  # noqa: E402
-from etl.analysis.forecast.model import COEFFICIENTS, roofline_seconds, waves  # noqa: E402
+from etl.analysis.forecast.model import (  # noqa: E402
+    COEFFICIENTS, roofline_seconds, shape_terms, waves)
 
-CURVE_OF_FILE = {"bmm": "gemm", "linear": "gemm", "elem": "elementwise", "ln": "norm",
-                 "softmax": "softmax"}
-CURVES = ("gemm", "elementwise", "norm", "softmax")
+CURVES = ("gemm", "bmm", "elementwise", "norm", "softmax")
 
 
 def prepared(rows: list[neusight_ops.OpRow]) -> dict[str, np.ndarray]:
     gpus = sorted({r.gpu.key for r in rows})
+    terms = [shape_terms(r.work) or (0.0, 0.0) for r in rows]
     return {
-        "curve": np.array([CURVES.index(CURVE_OF_FILE[r.file]) for r in rows]),
+        "curve": np.array([CURVES.index(r.work.curve) for r in rows]),
         "gpu": np.array([gpus.index(r.gpu.key) for r in rows]),
         "roof": np.array([roofline_seconds(r.gpu, r.work) for r in rows]),
         "waves": np.array([waves(r.work.blocks, r.gpu)[0] or np.inf for r in rows]),
+        "o": np.array([t[0] for t in terms]),
+        "d": np.array([t[1] for t in terms]),
         "measured": np.array([r.latency_s for r in rows]),
         "gpus": np.array(gpus, object)}
 
 
-def unpack(p: np.ndarray, n_gpu: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    gamma = p[:len(CURVES) * n_gpu].reshape(len(CURVES), n_gpu)
-    a = p[len(CURVES) * n_gpu:len(CURVES) * (n_gpu + 1)]
-    delta = p[len(CURVES) * (n_gpu + 1):]
-    return gamma, a, delta
+def unpack(p: np.ndarray, n_gpu: int) -> tuple[np.ndarray, ...]:
+    """(γ [curve, gpu], a [curve], δ [gpu], θ [gpu], κ [gpu]) of the parameter vector."""
+    c = len(CURVES)
+    gamma = p[:c * n_gpu].reshape(c, n_gpu)
+    a = p[c * n_gpu:c * (n_gpu + 1)]
+    rest = p[c * (n_gpu + 1):]
+    return gamma, a, rest[:n_gpu], rest[n_gpu:2 * n_gpu], rest[2 * n_gpu:]
 
 
 def predict(p: np.ndarray, d: dict[str, np.ndarray]) -> np.ndarray:
-    gamma, a, delta = unpack(p, len(d["gpus"]))
+    gamma, a, delta, theta, kappa = unpack(p, len(d["gpus"]))
     util = gamma[d["curve"], d["gpu"]] * (1.0 - a[d["curve"]] / d["waves"])
+    util = util * np.exp(theta[d["gpu"]] * d["o"] + kappa[d["gpu"]] * d["d"])
     return d["roof"] / util + delta[d["gpu"]]
 
 
 def fit(d: dict[str, np.ndarray]) -> np.ndarray:
     from scipy.optimize import least_squares
 
-    n = len(d["gpus"])
-    start = np.r_[np.full(len(CURVES) * n, 0.7), np.full(len(CURVES), 0.3), np.full(n, 5e-6)]
-    low = np.r_[np.full(len(CURVES) * n, 0.05), np.zeros(len(CURVES)), np.zeros(n)]
-    high = np.r_[np.full(len(CURVES) * n, 1.5), np.full(len(CURVES), 0.95), np.full(n, 5e-5)]
+    n, c = len(d["gpus"]), len(CURVES)
+    start = np.r_[np.full(c * n, 0.7), np.full(c, 0.3), np.full(n, 5e-6), np.zeros(2 * n)]
+    low = np.r_[np.full(c * n, 0.05), np.zeros(c), np.zeros(n), np.full(2 * n, -1.0)]
+    high = np.r_[np.full(c * n, 1.5), np.full(c, 0.95), np.full(n, 5e-5), np.full(2 * n, 1.0)]
     result = least_squares(lambda p: np.log(predict(p, d) / d["measured"]), start,
                            bounds=(low, high), x_scale="jac", loss="soft_l1", f_scale=0.1)
     return result.x
@@ -90,7 +97,7 @@ def errors(p: np.ndarray, d: dict[str, np.ndarray]) -> dict[tuple[str, str], flo
 
 
 def toml_text(p: np.ndarray, d: dict[str, np.ndarray], rows: int) -> str:
-    gamma, a, delta = unpack(p, len(d["gpus"]))
+    gamma, a, delta, theta, kappa = unpack(p, len(d["gpus"]))
     commit = subprocess.run(["git", "-C", str(neusight_ops.ROOT), "rev-parse", "--short",
                              "HEAD"], capture_output=True, text=True).stdout.strip()
     fit_error = errors(p, d)
@@ -113,6 +120,16 @@ def toml_text(p: np.ndarray, d: dict[str, np.ndarray], rows: int) -> str:
         "# forecast scales kernel durations, which hold none, and leaves it out",
         "[launch_floor_us]"]
     lines += [f'"{g}" = {delta[i] * 1e6:.3f}' for i, g in enumerate(d["gpus"])]
+    shape = {"theta": theta, "kappa": kappa}
+    lines += ["", "# a GEMM's size terms: s_X = exp(theta_X·o + kappa_X·d), o = log2 of its",
+              "# output elements against 2^22, d = log2 of its reduction depth beyond 4096",
+              "# (model.shape_terms); a GPU not listed takes the fitted GPUs' median",
+              "[shape]"]
+    for name, values in shape.items():
+        fitted = {str(g): round(float(values[i]), 4) for i, g in enumerate(d["gpus"])}
+        lines += [f"{name}_default = {statistics.median(fitted.values()):.4f}",
+                  f"{name} = {{ " + ", ".join(f'"{g}" = {v}' for g, v in fitted.items())
+                  + " }"]
     for c, curve in enumerate(CURVES):
         fitted = {str(g): round(float(gamma[c, i]), 4) for i, g in enumerate(d["gpus"])}
         lines += ["", f"[curve.{curve}]", f"a = {a[c]:.4f}",

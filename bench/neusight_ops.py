@@ -82,7 +82,7 @@ def work_of(name: str, dims: list, types: list[str], blocks: int | None,
     match = TILE.search(kernel or "")
     tile = (int(match[1]), int(match[2])) if match else DEFAULT_TILE
     return Work(cost.family, cost.family in MATRIX_FAMILIES, cost.precision or "fp32",
-                cost.flops, cost.bytes, blocks, tile, 4)
+                cost.flops, cost.bytes, blocks, tile, 4, cost.gemm)
 
 
 def read(files: tuple[str, ...] = FILES, devices: tuple[str, ...] | None = TRAINING

@@ -4,7 +4,9 @@
 Definitions [project] (n = elements of the output, s = bytes per element of the op's
 floating inputs; a "tensor" is an input with a type and a shape):
 - gemm: mm(A[M,K], B[K,N]), addmm(bias, A, B), bmm(A[b,M,K], B[b,K,N]), baddbmm,
-  matmul (batch dims broadcast; a 1-D side is a vector), linear(x[..,K], W[N,K], bias):
+  matmul (batch dims broadcast; a 1-D side is a vector), linear(x[..,K], W[N,K], bias);
+  `gemm` is (batch, M, N, K), with the left side's batch dims folded into M when the
+  right side is one matrix (one GEMM, as PyTorch runs a linear on x[B,S,K]).
   FLOPs = 2·batch·M·K·N (a multiply-add is 2, as PyTorch's own counter); bytes = every
   tensor input read once + the output [batch,M,N] written once.
 - conv: convolution and conv1d/2d/3d(x[N,C,*S], W[O,C/g,*k]): FLOPs = 2·N·O·(C/g)·∏k·∏S',
@@ -246,6 +248,8 @@ def _matmul_dims(a: Shape, b: Shape) -> tuple[int, int, int, int]:
     pa = (1,) * (width - len(lead_a)) + lead_a
     pb = (1,) * (width - len(lead_b)) + lead_b
     batch = math.prod(max(p, q) for p, q in zip(pa, pb))
+    if math.prod(pb) == 1:   # one matrix on the right: a's batch dims are rows of one GEMM
+        return 1, batch * a2[-2], a2[-1], b2[-1]
     return batch, a2[-2], a2[-1], b2[-1]
 
 

@@ -38,6 +38,9 @@ def test_linear_weight_is_out_by_in() -> None:
     # x[2,3,16] @ W[8,16]^T + b[8]: M = 6, K = 16, N = 8 → 2*6*16*8 = 1536
     c = cost("aten::linear", [[2, 3, 16], [8, 16], [8]], [B, B, B])
     assert (c.flops, c.bytes) == (1536.0, (96 + 128 + 8 + 48) * 2.0)
+    # one GEMM: x's batch dim folds into M (2·3 = 6), as it does for a matmul by a matrix
+    assert c.gemm == (1, 6, 8, 16)
+    assert cost("aten::matmul", [[2, 3, 5], [5, 4]], [F, F]).gemm == (1, 6, 4, 5)
 
 
 def test_mismatched_gemm_is_null_with_a_reason() -> None:

@@ -1,20 +1,28 @@
 """The time model a forecast scales by: a roofline with wave quantization and an achieved
-utilization curve per op family (NeuSight's form), fitted on public cross-GPU measurements
-(coefficients.toml, refitted by bench/forecast_fit.py).
+utilization curve per op family (NeuSight's form) with a GEMM's size terms, fitted on
+public cross-GPU measurements (coefficients.toml, refitted by bench/forecast_fit.py).
 
 For work of `flops` FLOPs and `bytes` bytes in B thread blocks on a GPU X:
 
     waves_X = ceil(B / SMs_X)                      one block per SM per wave (NeuSight's rule)
     Q_X     = waves_X · SMs_X / B                  the last wave's idle SMs (≥ 1)
-    u_X     = γ_{f,X} · (1 − a_f / waves_X)         utilization rising with waves towards γ
+    u_X     = γ_{c,X} · (1 − a_c / waves_X) · s_X  utilization rising with waves towards γ
     t_X     = Q_X · max(flops / peak_X, bytes / bw_X) / u_X
+
+The curve c is the op family's (gemm for GEMMs, convolutions and attention; bmm for a
+GEMM of batch > 1, a batched matmul; elementwise, norm, softmax). s_X is 1 but for a GEMM
+whose shape (batch, M, N, K) is known (`shape_factor`):
+
+    o   = clamp(log2(batch · M · N / 2^22), −6, 6)     output size against 2048 × 2048
+    d   = clamp(log2(K / 4096), 0, 6)                 reduction depth beyond 4096
+    s_X = exp(θ_X · o + κ_X · d)
 
 peak_X is the dense peak of the work's precision: on matrix units for GEMM-like work (an
 fp32 GEMM on the FP32 lanes a GEMM kernel uses: `fp32_gemm_share` of the FP32 peak on
 the architectures whose FP32 lanes are half shared with INT32, gpus.toml; the MFMA FP32
-peak on AMD CDNA), the FP32 vector peak otherwise; bw_X the memory bandwidth. γ is fitted
-per family and GPU for the GPUs of the fitting data; other GPUs take the family's median
-over those (`gamma_default`), which the forecast's notes say.
+peak on AMD CDNA), the FP32 vector peak otherwise; bw_X the memory bandwidth. γ, θ and κ
+are fitted per GPU for the GPUs of the fitting data; other GPUs take the median over those
+(`gamma_default`, `theta_default`, `kappa_default`), which the forecast's notes say.
 
 A forecast never uses t_X alone: a measured duration is scaled by t_target / t_source
 (`ratio`), so what the model gets wrong on both GPUs alike cancels.
@@ -37,6 +45,9 @@ MIN_UTIL = 0.02             # a curve is never read below this (few waves, large
 MATRIX_FAMILIES = frozenset({"gemm", "conv", "attention"})
 CURVE_OF = {"gemm": "gemm", "conv": "gemm", "attention": "gemm", "norm": "norm",
             "softmax": "softmax"}   # every other family reads the elementwise curve
+OUTPUT_REF = 22             # log2 of the output elements where o = 0 (2048 × 2048)
+DEPTH_REF = 4096            # the reduction depth beyond which d counts
+TERM_CLAMP = 6.0            # |o| and d are read no further than this
 
 
 class PrecisionError(EtlError):
@@ -56,9 +67,13 @@ class Work:
     blocks: int | None = None
     tile: tuple[int, int] = DEFAULT_TILE
     element_bytes: int = 4
+    gemm: tuple[int, int, int, int] | None = None   # (batch, M, N, K) of a GEMM-like op
 
     @property
     def curve(self) -> str:
+        """The utilization curve: the family's, bmm for a GEMM of batch > 1."""
+        if self.family == "gemm" and self.gemm is not None and self.gemm[0] > 1:
+            return "bmm"
         return CURVE_OF.get(self.family, "elementwise")
 
 
@@ -69,8 +84,10 @@ def coefficients() -> dict[str, Any]:
 
 
 def gamma(curve: str, gpu: Gpu) -> tuple[float, bool]:
-    """(γ of the curve on this GPU, whether the GPU was in the fitting data)."""
-    table = coefficients()["curve"][curve]
+    """(γ of the curve on this GPU, whether the GPU was in the fitting data). A curve the
+    table lacks (bmm in a table fitted before it) reads the gemm curve."""
+    curves = coefficients()["curve"]
+    table = curves[curve] if curve in curves else curves["gemm"]
     fitted = table.get("gamma", {})
     if gpu.key in fitted:
         return float(fitted[gpu.key]), True
@@ -81,9 +98,36 @@ def utilization(curve: str, gpu: Gpu, waves: float | None) -> float:
     """u = γ·(1 − a/waves): NeuSight's γ − α/waves with α = a·γ, so that it stays positive
     (a < 1) however few the waves; γ alone when the waves are not known."""
     g, _ = gamma(curve, gpu)
-    a = float(coefficients()["curve"][curve]["a"])
+    curves = coefficients()["curve"]
+    a = float((curves[curve] if curve in curves else curves["gemm"])["a"])
     value = g if waves is None else g * (1.0 - a / waves)
     return max(value, MIN_UTIL)
+
+
+def shape_terms(work: Work) -> tuple[float, float] | None:
+    """(o, d) of a GEMM of known shape, None for other work: o the log2 of its output
+    elements against 2^22, d the log2 of its reduction depth K beyond 4096, clamped."""
+    if work.family != "gemm" or work.gemm is None:
+        return None
+    batch, m, n, k = work.gemm
+    if batch * m * n <= 0 or k <= 0:
+        return None
+    o = math.log2(batch * m * n) - OUTPUT_REF
+    d = math.log2(k / DEPTH_REF)
+    return max(-TERM_CLAMP, min(TERM_CLAMP, o)), max(0.0, min(TERM_CLAMP, d))
+
+
+def shape_factor(work: Work, gpu: Gpu) -> float:
+    """s_X = exp(θ_X·o + κ_X·d): 1 without a [shape] table or for work that is not a GEMM
+    of known shape."""
+    table = coefficients().get("shape")
+    terms = shape_terms(work)
+    if table is None or terms is None:
+        return 1.0
+    o, d = terms
+    theta = float(table.get("theta", {}).get(gpu.key, table["theta_default"]))
+    kappa = float(table.get("kappa", {}).get(gpu.key, table["kappa_default"]))
+    return math.exp(theta * o + kappa * d)
 
 
 def waves(blocks: int | None, gpu: Gpu) -> tuple[float | None, float]:
@@ -118,7 +162,8 @@ def peak(gpu: Gpu, work: Work, fallback: dict[str, str] | None = None) -> float:
 def model_time(gpu: Gpu, work: Work, fallback: dict[str, str] | None = None) -> float:
     """t_X of the module docstring (seconds for known flops/bytes; else per unit of work)."""
     count, _ = waves(work.blocks, gpu)
-    return roofline_seconds(gpu, work, fallback) / utilization(work.curve, gpu, count)
+    util = max(utilization(work.curve, gpu, count) * shape_factor(work, gpu), MIN_UTIL)
+    return roofline_seconds(gpu, work, fallback) / util
 
 
 def roofline_seconds(gpu: Gpu, work: Work, fallback: dict[str, str] | None = None) -> float:

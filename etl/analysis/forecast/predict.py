@@ -151,7 +151,7 @@ def shape_work(cost: OpCost, name: str | _NameKind, blocks: int | None, options:
     size = ELEMENT_BYTES.get(precision, 4)
     return model.Work(cost.family or "elementwise", cost.matrix, precision, cost.flops,
                       cost.bytes, blocks if blocks is not None else estimated_blocks(cost, tile),
-                      tile, size)
+                      tile, size, cost.gemm)
 
 
 def estimated_blocks(cost: OpCost, tile: tuple[int, int]) -> int | None:
