@@ -335,7 +335,8 @@ class Warehouse:
             names = set(rows["run_name"].to_pylist())
             seq = pa.repeat(pa.scalar(self._next_sequence(), pa.int64()), rows.num_rows)
             rows = rows.set_column(rows.schema.get_field_index("publish_seq"), "publish_seq", seq)
-            _write_parquet("runs", conform("runs", rows), staged / "runs.parquet")
+            _write_parquet("runs", conform("runs", rows), staged / "runs.parquet", sync=False)
+            _fsync_together([p for p in staged.iterdir() if p.is_file()])
             _fsync_path(staged)
             visible_from = _now_us() + int(PUBLISH_MARGIN_SECONDS * 1e6)
             folder = self.data / f"{stem}{VISIBLE_SUFFIX}{visible_from}"
@@ -517,9 +518,7 @@ class TableWriter:
     def close(self) -> None:
         self.flush()
         self._wait()
-        self._writer.close()
-        with open(self.path, "rb+") as fh:
-            os.fsync(fh.fileno())
+        self._writer.close()  # not synced here: a publish syncs its folder's files together
 
 
 _WRITER_THREAD: dict[int, ThreadPoolExecutor] = {}  # by process id
