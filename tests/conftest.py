@@ -238,6 +238,29 @@ def publish_id_of(folder: Path) -> str:
     return folder.name.rpartition(".v")[0] or folder.name
 
 
+def ingested(root: Path) -> Path:
+    """`etl ingest root/runs --warehouse root/wh`, in this process; the warehouse."""
+    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    return root / "wh"
+
+
+def corpus_runs_ingested(root: Path) -> Path:
+    from tests.views.warehouses import write_corpus_runs
+
+    write_corpus_runs(root / "runs")
+    return ingested(root)
+
+
+@pytest.fixture(scope="session")
+def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every corpus trace of tests/load/test_corpus.py (RUNS, under those names), the ncu
+    exports alone and beside a trace, and the levels case (tests/views/warehouses.py),
+    ingested once per session and shared by the xdist workers (built_once): the load and
+    the view tests only read it."""
+    return built_once(tmp_path_factory, "corpus", corpus_runs_ingested)
+
+
 # ---- a warehouse of every corpus trace that has a timeline (the replay's tests) ----
 
 KINETO = {"amd_trace": ("hta", "amd_trace"),
@@ -257,9 +280,7 @@ NSYS = ("rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite",
         "rtx3060_p4arth_vecadd_nsys2025.5.sqlite", "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite")
 
 
-@pytest.fixture(scope="session")
-def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("timelines")
+def timelines_ingested(root: Path) -> Path:
     for name, parts in KINETO.items():
         copy_corpus_run(corpus_path(*parts), root / "runs", name)
     for file in NSYS:
@@ -272,4 +293,14 @@ def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     results = etl.ingest(root / "runs", root / "wh")
     assert {r.status for r in results} == {"ingested"}, [r.error for r in results if r.error]
+    # the critical paths too (derived files): the workers share the warehouse, and it must
+    # not change under one while the other reads it (test_corpus_replay's calls find them)
+    etl.api.critical_path(warehouse=root / "wh")
     return root / "wh"
+
+
+@pytest.fixture(scope="session")
+def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every corpus trace with a timeline, ingested once per session and shared by the
+    xdist workers (built_once): the replay, what-if, sync and collective tests only read it."""
+    return built_once(tmp_path_factory, "timelines", timelines_ingested)
