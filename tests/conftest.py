@@ -24,6 +24,20 @@ os.environ.setdefault("ETL_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")
                                           / f"etl-test-cache-{os.getuid()}"))
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: -p no:xdist has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `-n N` with no --dist of the caller's, each test file goes whole to one worker
+    (xdist's --dist loadfile) rather than test by test: a module-scoped fixture (an ingest,
+    most of them) is then built once, not once per worker that runs one of its tests. Any
+    --dist given on the command line is xdist's to honour."""
+    if config.getvalue("dist") != "load" or any(
+            a == "-d" or a.startswith("--dist") for a in config.invocation_params.args):
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    return LoadFileScheduling(config, log)
+
+
 def corpus_path(*parts: str) -> Path:
     """A corpus path; in CI (CI=true) a missing corpus fails instead of skipping."""
     path = CORPUS.joinpath(*parts)
