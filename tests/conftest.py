@@ -206,18 +206,27 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
         return result
 
 
-@pytest.fixture(scope="session")
-def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's runs ingested once per test process; tests only read it."""
+def demo_ingested(root: Path) -> Path:
+    import etl
     from etl.demo.runs import write_demo
     from etl.load.ingest import ingest_all
     from etl.warehouse.store import Warehouse
 
-    root = tmp_path_factory.mktemp("demo")
     write_demo(root / "runs")
     results = ingest_all(sorted((root / "runs").iterdir()), Warehouse.at(root / "wh"))
     assert {r.status for r in results} == {"ingested"}, [r.error for r in results]
+    # the derived tables too (etl report, etl forecast compute what is missing): the
+    # workers share the warehouse, and it must not change under one while the other reads
+    etl.api.critical_path(warehouse=root / "wh")
+    etl.api.costs(warehouse=root / "wh")
     return root / "wh"
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's runs ingested once per test session and shared by the xdist workers
+    (built_once); tests only read it."""
+    return built_once(tmp_path_factory, "demo", demo_ingested)
 
 
 @pytest.fixture
