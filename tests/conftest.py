@@ -24,6 +24,20 @@ os.environ.setdefault("ETL_CACHE_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")
                                           / f"etl-test-cache-{os.getuid()}"))
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: -p no:xdist has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `-n N` with no --dist of the caller's, each test file goes whole to one worker
+    (xdist's --dist loadfile) rather than test by test: a module-scoped fixture (an ingest,
+    most of them) is then built once, not once per worker that runs one of its tests. Any
+    --dist given on the command line is xdist's to honour."""
+    if config.getvalue("dist") != "load" or any(
+            a == "-d" or a.startswith("--dist") for a in config.invocation_params.args):
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    return LoadFileScheduling(config, log)
+
+
 def corpus_path(*parts: str) -> Path:
     """A corpus path; in CI (CI=true) a missing corpus fails instead of skipping."""
     path = CORPUS.joinpath(*parts)
@@ -192,18 +206,27 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str,
         return result
 
 
-@pytest.fixture(scope="session")
-def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's runs ingested once per test process; tests only read it."""
+def demo_ingested(root: Path) -> Path:
+    import etl
     from etl.demo.runs import write_demo
     from etl.load.ingest import ingest_all
     from etl.warehouse.store import Warehouse
 
-    root = tmp_path_factory.mktemp("demo")
     write_demo(root / "runs")
     results = ingest_all(sorted((root / "runs").iterdir()), Warehouse.at(root / "wh"))
     assert {r.status for r in results} == {"ingested"}, [r.error for r in results]
+    # the derived tables too (etl report, etl forecast compute what is missing): the
+    # workers share the warehouse, and it must not change under one while the other reads
+    etl.api.critical_path(warehouse=root / "wh")
+    etl.api.costs(warehouse=root / "wh")
     return root / "wh"
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's runs ingested once per test session and shared by the xdist workers
+    (built_once); tests only read it."""
+    return built_once(tmp_path_factory, "demo", demo_ingested)
 
 
 @pytest.fixture
@@ -238,6 +261,29 @@ def publish_id_of(folder: Path) -> str:
     return folder.name.rpartition(".v")[0] or folder.name
 
 
+def ingested(root: Path) -> Path:
+    """`etl ingest root/runs --warehouse root/wh`, in this process; the warehouse."""
+    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
+    assert result.returncode == 0, result.stderr + result.stdout
+    return root / "wh"
+
+
+def corpus_runs_ingested(root: Path) -> Path:
+    from tests.views.warehouses import write_corpus_runs
+
+    write_corpus_runs(root / "runs")
+    return ingested(root)
+
+
+@pytest.fixture(scope="session")
+def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every corpus trace of tests/load/test_corpus.py (RUNS, under those names), the ncu
+    exports alone and beside a trace, and the levels case (tests/views/warehouses.py),
+    ingested once per session and shared by the xdist workers (built_once): the load and
+    the view tests only read it."""
+    return built_once(tmp_path_factory, "corpus", corpus_runs_ingested)
+
+
 # ---- a warehouse of every corpus trace that has a timeline (the replay's tests) ----
 
 KINETO = {"amd_trace": ("hta", "amd_trace"),
@@ -257,9 +303,7 @@ NSYS = ("rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite",
         "rtx3060_p4arth_vecadd_nsys2025.5.sqlite", "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite")
 
 
-@pytest.fixture(scope="session")
-def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("timelines")
+def timelines_ingested(root: Path) -> Path:
     for name, parts in KINETO.items():
         copy_corpus_run(corpus_path(*parts), root / "runs", name)
     for file in NSYS:
@@ -272,4 +316,14 @@ def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     results = etl.ingest(root / "runs", root / "wh")
     assert {r.status for r in results} == {"ingested"}, [r.error for r in results if r.error]
+    # the critical paths too (derived files): the workers share the warehouse, and it must
+    # not change under one while the other reads it (test_corpus_replay's calls find them)
+    etl.api.critical_path(warehouse=root / "wh")
     return root / "wh"
+
+
+@pytest.fixture(scope="session")
+def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every corpus trace with a timeline, ingested once per session and shared by the
+    xdist workers (built_once): the replay, what-if, sync and collective tests only read it."""
+    return built_once(tmp_path_factory, "timelines", timelines_ingested)

@@ -25,8 +25,10 @@ def tiny_run(folder: Path, busy: int) -> Path:
                                            kernel(1, 10_000, busy)])
 
 
-@pytest.fixture
-def demo_warehouse(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo ingested through etl.ingest, once for this file: its tests only read it."""
+    tmp_path = tmp_path_factory.mktemp("api_demo")
     assert cli("demo", str(tmp_path / "runs")).returncode == 0
     results = etl.ingest(tmp_path / "runs", tmp_path / "wh", jobs=1)
     assert [(r.run_name, r.status, r.kernels) for r in results

@@ -52,7 +52,7 @@ def test_too_few_samples_and_no_spread() -> None:
     assert difference([0.0, 0.0], [1.0, 1.0]).ratio is None  # B / 0: NULL, not infinity
 
 
-# demo_warehouse: the demo's runs, ingested once per test process (tests/conftest.py)
+# demo_warehouse: the demo's runs, ingested once per test session (tests/conftest.py)
 
 
 def compare_json(warehouse: Path, *args: str) -> list[dict]:

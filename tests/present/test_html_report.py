@@ -66,8 +66,8 @@ def parse(path: Path) -> Tables:
 
 
 @pytest.fixture(scope="module")
-def demo_report(demo_warehouse: Path) -> Path:
-    out = demo_warehouse.parent / "report.html"
+def demo_report(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo_report") / "report.html"
     result = cli("report", "--warehouse", str(demo_warehouse), "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"wrote {out} (16 runs)"  # the demo's runs

@@ -2,6 +2,7 @@
 documentation (COMMENT ON), and views dropped or replaced from a writable shell come back."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,19 +12,37 @@ import pytest
 from etl.core.gpu_peaks import RELATION_DOCS
 from etl.core.schema import ALL_TABLES, table_schema
 from etl.core.sql_files import discover, stable_names
-from tests.conftest import cli, kernel, launch, step, write_trace
+from etl.views.database import views_current
+from etl.warehouse.store import Warehouse
+from tests.conftest import built_once, cli, kernel, launch, step, write_trace
 
 
 def tiny_events() -> list[dict[str, Any]]:
     return [step(1, 0, 100_000), launch(1, 1_000), kernel(1, 10_000, 40_000)]
 
 
-@pytest.fixture
-def warehouse(tmp_path: Path) -> Path:
-    write_trace(tmp_path / "runs" / "a" / "t.json", tiny_events())
-    result = cli("ingest", str(tmp_path / "runs"), "--warehouse", str(tmp_path / "wh"))
+def tiny_ingested(root: Path) -> Path:
+    write_trace(root / "runs" / "a" / "t.json", tiny_events())
+    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
-    return tmp_path / "wh"
+    return root / "wh"
+
+
+@pytest.fixture(scope="session")
+def tiny_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run ingested once per session (built_once); never changed: each test damages
+    a copy of its own."""
+    return built_once(tmp_path_factory, "catalog", tiny_ingested)
+
+
+@pytest.fixture
+def warehouse(tiny_wh: Path, tmp_path: Path) -> Path:
+    """A copy of tiny_wh (a warehouse reads its own folder: tests/views/test_relocate.py),
+    its views current as the ingest left them."""
+    copy = Path(shutil.copytree(tiny_wh, tmp_path / "wh", symlinks=True))
+    with duckdb.connect(str(copy / "warehouse.duckdb"), read_only=True) as con:
+        assert views_current(con, Warehouse.at(copy))
+    return copy
 
 
 def expected_docs() -> dict[str, tuple[str, dict[str, str]]]:

@@ -103,6 +103,9 @@ def test_dependencies_come_first() -> None:
     assert names.index("gpu_utilization_v1") < names.index("run_summary_v1")
 
 
+# make check runs the same two (its lint: ruff check etl tests bench, mypy) before its tests;
+# make test, which has no lint step, runs them here
+@pytest.mark.slow
 def test_code_passes_ruff_and_mypy() -> None:
     import subprocess
     import sys

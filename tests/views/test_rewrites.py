@@ -74,10 +74,14 @@ def test_each_rewritten_view_has_rows_to_compare(request: Any) -> None:
     rewrites = read_rewrites(REWRITES)
     assert rewrites, "sql/rewrites.toml records no rewrite: this file has nothing to check"
     counts = {name: 0 for name in as_released(rewrites)}
-    for fixture in WAREHOUSES:
+    for fixture in WAREHOUSES:  # the small ones first: the corpus is asked only if need be
+        empty = [name for name, n in counts.items() if n == 0]
+        if not empty:
+            break
         con = connect(request.getfixturevalue(fixture))
-        for name in counts:
-            counts[name] += con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+        for name in empty:  # one row is enough
+            counts[name] += con.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {name} LIMIT 1)").fetchone()[0]
     assert [name for name, n in counts.items() if n == 0] == []
 
 

@@ -60,9 +60,12 @@ def test_a_damaged_template_is_rebuilt_not_trusted(tmp_path: Path, cache: Path) 
     _catalog(third)
 
 
-def test_an_existing_database_is_never_replaced(tmp_path: Path, cache: Path) -> None:
+def test_an_existing_database_is_never_replaced(tmp_path: Path) -> None:
+    """On the session's cache (tests/conftest.py), whose template the first warehouse is
+    built from or copied from: what is checked is the refusal, not the build."""
     first = Warehouse.at(tmp_path / "first")
     assert ensure_views(first)
+    assert view_template._template(inputs_fingerprint()).exists()  # there to be copied
     before = first.database.read_bytes()
     assert not view_template.copy_template(first, inputs_fingerprint(), STAMP)
     assert first.database.read_bytes() == before

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import cli, copy_corpus_run, corpus_path, event, kernel, launch, step
+from tests.conftest import cli, corpus_path, event, kernel, launch, step
 from tests.conftest import write_trace
 from tests.oracle import naive_breakdown as naive
 from tests.load.test_corpus import RUNS
@@ -123,13 +123,11 @@ def test_tiny_queue_length(tiny: duckdb.DuckDBPyConnection) -> None:
 # ---- the corpus against the naive oracle ---------------------------------------------------
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
-    root = tmp_path_factory.mktemp("corpus_breakdown")
-    for name, parts in RUNS.items():
-        copy_corpus_run(corpus_path(*parts), root / "runs", name)
-    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
-    assert result.returncode == 0, result.stderr + result.stdout
-    return duckdb.connect(str(root / "wh" / "warehouse.duckdb"), read_only=True)
+def corpus(corpus_wh: Path) -> duckdb.DuckDBPyConnection:
+    """The session's corpus warehouse (tests/conftest.py): RUNS under their names, beside
+    runs of ncu exports the queries below filter out by name or leave in (the faster
+    versions' rows). Read only; the temporary tables are this connection's."""
+    return duckdb.connect(str(corpus_wh / "warehouse.duckdb"), read_only=True)
 
 
 def traces() -> list[tuple[str, Path]]:

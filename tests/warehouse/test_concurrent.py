@@ -275,6 +275,7 @@ def test_writers_of_overlapping_run_sets(runs: Path, reference: dict[str, dict[s
     assert counts_by_run(wh) == reference
 
 
+@pytest.mark.slow  # FRESH_ROUNDS x FRESH_WRITERS processes, each importing etl
 def test_writers_on_a_fresh_warehouse(runs: Path, reference: dict[str, dict[str, int]],
                                       tmp_path: Path) -> None:
     """All writers create the warehouse at once (crashed in Warehouse.init before 4d6ffa8)."""
