@@ -292,6 +292,7 @@ def _spark_rows(warehouse_dir: Path, sql: str, master: str
     if not sql.strip():
         raise EtlError('no SQL given; for example: etl query "SELECT run_name FROM runs" '
                        "--engine spark")
+    shared = _running_session()
     spark = local_session(master, "etl query")
     spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -300,13 +301,18 @@ def _spark_rows(warehouse_dir: Path, sql: str, master: str
             register_warehouse(spark, warehouse.root, tables_named_in(sql))
             return rows(spark, sql)
     finally:
-        if not _shared_session(spark):
+        if not shared:
             spark.stop()
 
 
-def _shared_session(spark: Any) -> bool:
-    """A session this process had before (etl called from a Spark job): left running."""
-    return bool(spark.conf.get("spark.app.name", "") != "etl query")
+def _running_session() -> bool:
+    """Whether this process runs a Spark context already (etl called from a Spark job, or
+    a notebook's session): local_session then returns that session, which is left running.
+    Asked before local_session, because getOrCreate writes its app name into the running
+    session's configuration."""
+    from pyspark import SparkContext
+
+    return getattr(SparkContext, "_active_spark_context", None) is not None
 
 
 def _collect_garbage(warehouse_dir: Path) -> None:

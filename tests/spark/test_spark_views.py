@@ -105,6 +105,9 @@ def test_etl_query_engine_spark_prints_duckdbs_rows(spark: Any, corpus_wh: Path)
     refused = CliRunner().invoke(main, ["query", "DROP VIEW runs", "--engine", "spark",
                                         "--warehouse", str(corpus_wh)])
     assert refused.exit_code != 0 and "only reads" in refused.output
+    # the session this process ran before the command is left running
+    assert spark.sparkContext._jsc is not None
+    assert spark.range(2).count() == 2
 
 
 def test_etl_views_dialect_prints_every_view() -> None:
