@@ -83,11 +83,17 @@ def coefficients() -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def gamma(curve: str, gpu: Gpu) -> tuple[float, bool]:
-    """(γ of the curve on this GPU, whether the GPU was in the fitting data). A curve the
-    table lacks (bmm in a table fitted before it) reads the gemm curve."""
+def _curve_table(curve: str) -> dict[str, Any]:
+    """A curve's coefficients; a curve the table lacks (bmm in a table fitted before it)
+    reads the gemm curve's."""
     curves = coefficients()["curve"]
-    table = curves[curve] if curve in curves else curves["gemm"]
+    table: dict[str, Any] = curves[curve] if curve in curves else curves["gemm"]
+    return table
+
+
+def gamma(curve: str, gpu: Gpu) -> tuple[float, bool]:
+    """(γ of the curve on this GPU, whether the GPU was in the fitting data)."""
+    table = _curve_table(curve)
     fitted = table.get("gamma", {})
     if gpu.key in fitted:
         return float(fitted[gpu.key]), True
@@ -98,8 +104,7 @@ def utilization(curve: str, gpu: Gpu, waves: float | None) -> float:
     """u = γ·(1 − a/waves): NeuSight's γ − α/waves with α = a·γ, so that it stays positive
     (a < 1) however few the waves; γ alone when the waves are not known."""
     g, _ = gamma(curve, gpu)
-    curves = coefficients()["curve"]
-    a = float((curves[curve] if curve in curves else curves["gemm"])["a"])
+    a = float(_curve_table(curve)["a"])
     value = g if waves is None else g * (1.0 - a / waves)
     return max(value, MIN_UTIL)
 

@@ -98,7 +98,7 @@ def _event_fields(read: frozenset[str] | None = None) -> list[tuple[str, Any, An
 
 # The argument spellings a slice is first decoded with: what most GPU traces carry (kernel,
 # runtime and memory events, the autograd link). Each other one would cost a pass over every
-# event of every slice (~1 ms a slice), so it is read only in a trace that has it: the
+# event of every slice (a few ms a slice), so it is read only in a trace that has it: the
 # first slice where it has a value fails validation on it, and that process reads it from
 # then on for that file (_ARGS_READ).
 _FIRST_READ = frozenset((
