@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from etl.core.schema import ALL_TABLES, DERIVED_TABLES, table_schema
 from etl.core.sql_files import SQL_DIR, ViewError, stable_names
 from etl.views.catalog import checked_views
-from etl.views.template import catalog_digest
+from etl.views.template import catalog_digest, stored_objects, template_covers
 
 if TYPE_CHECKING:
     import duckdb
@@ -278,6 +278,12 @@ def _replace_text(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _sign_copied_stamp(warehouse: Warehouse) -> None:
+    """The template's bytes were checked when copied: its stamp holds for the copy."""
+    stamp = warehouse.root / STAMP
+    _replace_text(stamp, stamp.read_text("utf-8") + database_signature(warehouse) + "\n")
+
+
 def _write_stamp(warehouse: Warehouse) -> None:
     """The stamp of views just written: the inputs' fingerprint and the catalog's digest as
     a reader sees it, then the database's signature (taken first: a write after it is
@@ -307,19 +313,26 @@ def ensure_views(warehouse: Warehouse) -> bool:
     if new:
         warehouse.init()
         if copy_template(warehouse, inputs_fingerprint(), STAMP):
-            stamp = warehouse.root / STAMP  # the copy's bytes were checked: sign it as is
-            _replace_text(stamp, stamp.read_text("utf-8") + database_signature(warehouse) + "\n")
+            _sign_copied_stamp(warehouse)
             return True
     else:
         try:
             with duckdb.connect(str(warehouse.database), read_only=True) as con:
                 if views_current(con, warehouse):
                     return True
+                objects = stored_objects(con)
         except (duckdb.IOException, duckdb.ConnectionException):
             return False  # a writer holds the file
-    statements = all_statements(warehouse)
     if not new:  # a new one was laid out above
         warehouse.init()  # schema files of tables newer than the warehouse, before binding
+        # stale or damaged (no writer held it just now): the template of these inputs if
+        # this machine has one and it holds everything the database does (building takes
+        # seconds); a reader of the old file keeps it
+        if template_covers(objects, inputs_fingerprint()) and copy_template(
+                warehouse, inputs_fingerprint(), STAMP, replace=True):
+            _sign_copied_stamp(warehouse)
+            return True
+    statements = all_statements(warehouse)
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
     except (duckdb.IOException, duckdb.ConnectionException):
