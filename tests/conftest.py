@@ -172,6 +172,16 @@ def cli_subprocess(*args: str | os.PathLike[str], cwd: Path | None = None,
                           cwd=cwd, env=full_env, timeout=timeout)
 
 
+def snapshot(warehouse: Path) -> Any:
+    """etl.connect(warehouse): the views with every table pinned to the current publishes,
+    as `etl query` and the report read them. Binding reads one footer per table reference,
+    where a connection on the stored views (the DuckDB shell's) reads every file's: that
+    path is tested where it is the point (test_catalog, test_relocate, test_concurrent)."""
+    import etl
+
+    return etl.connect(warehouse)
+
+
 def query_json(warehouse: Path, sql: str) -> list[dict[str, Any]]:
     """`etl query SQL --format json`, in this process, parsed."""
     result = cli("query", sql, "--warehouse", str(warehouse), "--format", "json")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from etl.core.sql_files import discover
-from tests.conftest import ROOT, cli, kernel, launch, step, write_trace
+from tests.conftest import ROOT, cli, kernel, launch, snapshot, step, write_trace
 
 BROKEN = ROOT / "tests" / "data" / "broken"
 EXPECTED: dict[str, dict[str, Any]] = tomllib.loads((BROKEN / "EXPECTED.toml").read_text())
@@ -59,9 +59,7 @@ def make_case(case: Path, name: str, spec: dict[str, Any]) -> None:
 
 
 def connect(wh: Path) -> Any:
-    import duckdb
-
-    return duckdb.connect(str(wh / "warehouse.duckdb"), read_only=True)
+    return snapshot(wh)
 
 
 def plain_rows(rows: list[tuple[Any, ...]]) -> list[list[Any]]:

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from etl.core.schema import TABLES, table_schema
-from tests.conftest import corpus_path, query_json
+from tests.conftest import corpus_path, query_json, snapshot
 from tests.oracle.naive_kineto import gpu_utilization, selected_iterations
 
 RUNS = {
@@ -78,7 +78,7 @@ def _oracle_cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("run_name,folder", _oracle_cases())
 def test_gpu_utilization_agrees_with_naive_oracle(corpus_wh: Path, run_name: str,
                                                    folder: str) -> None:
-    con = duckdb.connect(str(corpus_wh / "warehouse.duckdb"), read_only=True)
+    con = snapshot(corpus_wh)
     for trace in sorted(corpus_path(folder).glob("*.json.gz")):
         got = {(r[0], r[1], r[2]): r[3:] for r in con.execute(
             "SELECT g.rank, g.device_id, g.iteration, g.window_ns, g.busy_ns, "

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import cli, copy_corpus_run, corpus_path
+from tests.conftest import cli, copy_corpus_run, corpus_path, snapshot
 from tests.oracle.hta_figures import KeptSteps, available, figures, hta_kept_steps
 
 PYTHON = os.environ.get("HTA_PYTHON", "")
@@ -45,7 +45,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnec
         copy_corpus_run(corpus_path("hta", name), root / "runs", name)
     result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
-    return duckdb.connect(str(root / "wh" / "warehouse.duckdb"), read_only=True)
+    return snapshot(root / "wh")
 
 
 def ours(con: duckdb.DuckDBPyConnection, run: str) -> dict[int, dict[str, Any]]:
@@ -118,7 +118,7 @@ def test_the_steps_hta_keeps(tmp_path: Path) -> None:
         launch(3, 170_000), kernel(3, 175_000, 10_000), gpu_step])
     result = cli("ingest", str(runs), "--warehouse", str(tmp_path / "wh"))
     assert result.returncode == 0, result.stderr
-    con = duckdb.connect(str(tmp_path / "wh" / "warehouse.duckdb"), read_only=True)
+    con = snapshot(tmp_path / "wh")
     try:
         assert hta_kept_steps(con, "amd") == {None: KeptSteps(frozenset({1}), frozenset())}
         assert hta_kept_steps(con, "h100") == {None: KeptSteps(frozenset({6}), frozenset())}

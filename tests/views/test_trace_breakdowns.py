@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import cli, corpus_path, event, kernel, launch, step
+from tests.conftest import cli, corpus_path, event, kernel, launch, snapshot, step
 from tests.conftest import write_trace
 from tests.oracle import naive_breakdown as naive
 from tests.load.test_corpus import RUNS
@@ -42,7 +42,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
     write_trace(root / "runs" / "tiny" / "trace.json", TINY)
     result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
     assert result.returncode == 0, result.stderr
-    return duckdb.connect(str(root / "wh" / "warehouse.duckdb"), read_only=True)
+    return snapshot(root / "wh")
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
@@ -127,7 +127,7 @@ def corpus(corpus_wh: Path) -> duckdb.DuckDBPyConnection:
     """The session's corpus warehouse (tests/conftest.py): RUNS under their names, beside
     runs of ncu exports the queries below filter out by name or leave in (the faster
     versions' rows). Read only; the temporary tables are this connection's."""
-    return duckdb.connect(str(corpus_wh / "warehouse.duckdb"), read_only=True)
+    return snapshot(corpus_wh)
 
 
 def traces() -> list[tuple[str, Path]]:
