@@ -48,6 +48,23 @@ def corpus_path(*parts: str) -> Path:
     return path
 
 
+# The per-trace tests over the corpus read every trace in `make test`; `make check` leaves
+# out the four largest (1.4-3.0 MB compressed, the cost of those tests) as `slow`: the
+# thirteen it reads still hold every format variant the corpus has (ROCm, ns timestamps,
+# Triton, NCCL, B200, H100, two ranks, GPU user annotations).
+QUICK_CORPUS_BYTES = 1_200_000
+
+
+def corpus_param(*values: Any, trace: str | Path) -> Any:
+    """pytest.param(*values), marked slow when `trace` (a corpus file or folder, absolute
+    or relative to the corpus) holds more than QUICK_CORPUS_BYTES of traces."""
+    path = CORPUS / trace
+    files = [path] if path.is_file() else list(path.glob("*.json.gz"))
+    size = sum(f.stat().st_size for f in files if f.exists())
+    marks = [pytest.mark.slow] if size > QUICK_CORPUS_BYTES else []
+    return pytest.param(*values, marks=marks)
+
+
 def duckdb_shell() -> Path:
     """The `duckdb` shell installed beside this Python (duckdb-cli), else the checkout's
     .venv: a worktree without a .venv of its own runs the tests with another's Python."""

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 
 from etl.core.schema import TABLES, table_schema
-from tests.conftest import corpus_path, query_json, snapshot
+from tests.conftest import corpus_param, corpus_path, query_json, snapshot
 from tests.oracle.naive_kineto import gpu_utilization, selected_iterations
 
 RUNS = {
@@ -67,12 +68,9 @@ def test_worked_values_from_the_issue(corpus_wh: Path) -> None:
     assert ctl == [{"window_ns": 76_234_000, "u": 0.821012}]
 
 
-def _oracle_cases() -> list[tuple[str, str]]:
-    cases = []
-    for name, parts in RUNS.items():
-        folder = Path(*parts)
-        cases += [(name, str(folder))]
-    return cases
+def _oracle_cases() -> list[Any]:
+    return [corpus_param(name, str(Path(*parts)), trace=Path(*parts))
+            for name, parts in RUNS.items()]
 
 
 @pytest.mark.parametrize("run_name,folder", _oracle_cases())

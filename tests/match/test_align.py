@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from etl.match.align import (BY_DURATION, NO_NAME, NO_NCU, OUTSIDE, REORDERED, VARIANT_OK,
                              match_kernels)
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, corpus_param
 from tests.match import synth
 
 FILL, RELU, COPY = ("void k::fill<4>(int, float*)", "void k::relu<4>(int, float*)",
@@ -203,7 +203,8 @@ def _short(path: str) -> str:
 
 @pytest.mark.parametrize("style,name_filter", VARIANTS,
                          ids=[f"{s}{'-k' if k else ''}" for s, k in VARIANTS])
-@pytest.mark.parametrize("path", TRACES, ids=[_short(p) for p in TRACES])
+@pytest.mark.parametrize("path", [corpus_param(p, trace=p) for p in TRACES],
+                         ids=[_short(p) for p in TRACES])
 def test_corpus_precision_and_recall(path: str, style: str, name_filter: bool) -> None:
     kernels = synth.load(path)
     # seeded by the path inside the corpus: the same cases wherever the checkout lies

@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import cli, corpus_path, event, kernel, launch, snapshot, step
+from tests.conftest import cli, corpus_param, corpus_path, event, kernel, launch, snapshot, step
 from tests.conftest import write_trace
 from tests.oracle import naive_breakdown as naive
 from tests.load.test_corpus import RUNS
@@ -130,8 +130,9 @@ def corpus(corpus_wh: Path) -> duckdb.DuckDBPyConnection:
     return snapshot(corpus_wh)
 
 
-def traces() -> list[tuple[str, Path]]:
-    return [(name, Path(*parts)) for name, parts in RUNS.items()]
+def traces() -> list[Any]:
+    return [corpus_param(name, Path(*parts), trace=Path(*parts))
+            for name, parts in RUNS.items()]
 
 
 def _source(con: duckdb.DuckDBPyConnection, run_name: str, trace: Path) -> int:
@@ -231,7 +232,7 @@ def test_stragglers_on_two_ranks(corpus: duckdb.DuckDBPyConnection) -> None:
         assert computation > 1.05 * med_comp if rank == 1 else computation < med_comp
 
 
-@pytest.mark.parametrize("run_name,folder", [t for t in traces() if t[0] in (
+@pytest.mark.parametrize("run_name,folder", [t for t in traces() if t.values[0] in (
     "trace_filter", "nccl_parser_config", "h100_bert", "b200_eager", "amd_trace")])
 def test_memcpy_bandwidth_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
                                              run_name: str, folder: Path) -> None:

@@ -14,7 +14,8 @@ from etl.extract.kineto.read import SourceResult
 from etl.extract.kineto.read import read as ingest_trace
 from etl.extract.trace_role import PipelineOptions, Sinks
 from etl.extract.kineto.rows import build
-from tests.conftest import CORPUS, corpus_path, event, kernel, launch, step, write_trace
+from tests.conftest import (CORPUS, corpus_param, corpus_path, event, kernel, launch, step,
+                            write_trace)
 
 TRACES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.json.gz")) or [
     "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"]
@@ -50,7 +51,7 @@ def assert_same_as_in_memory(path: Path, spill: Path, **options: Any) -> SourceR
     return result
 
 
-@pytest.mark.parametrize("relative", TRACES)
+@pytest.mark.parametrize("relative", [corpus_param(t, trace=t) for t in TRACES])
 def test_pipeline_equals_in_memory_reading(relative: str, tmp_path: Path) -> None:
     # small slices and chunks: many spill files, and stacks carried across chunk borders
     assert_same_as_in_memory(corpus_path(relative), tmp_path / "spill",

@@ -12,7 +12,8 @@ import pytest
 from etl.extract.kineto.decode import _read_whole, read_trace
 from etl.extract.rawio import read_all
 from etl.extract.kineto.rows import build
-from tests.conftest import CORPUS, corpus_path, event, kernel, launch, step, write_trace
+from tests.conftest import (CORPUS, corpus_param, corpus_path, event, kernel, launch, step,
+                            write_trace)
 
 TRACES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.json.gz")) or [
     "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"]
@@ -103,7 +104,7 @@ def _int(value: Any) -> int | None:
     return value
 
 
-@pytest.mark.parametrize("relative", TRACES)
+@pytest.mark.parametrize("relative", [corpus_param(t, trace=t) for t in TRACES])
 def test_streaming_equals_naive_reading(relative: str) -> None:
     path = corpus_path(relative)
     streamed = read_trace(path, slice_bytes=256 << 10)  # many slices even for small files

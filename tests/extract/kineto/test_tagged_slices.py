@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from etl.extract.kineto import decode as kineto
+from tests.conftest import corpus_param
 
 KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.5, "dur": 2,
           "args": {"correlation": 5, "device": 0, "stream": 7, "grid": [1, 2, 3],
@@ -139,7 +140,7 @@ def test_a_null_of_an_unread_spelling_reads_as_absent(
     assert "t.json" not in fresh_memory
 
 
-@pytest.mark.parametrize("relative", CORPUS_TRACES)
+@pytest.mark.parametrize("relative", [corpus_param(t, trace=t) for t in CORPUS_TRACES])
 def test_corpus_traces_read_alike_with_every_spelling_read(
         relative: str, monkeypatch: pytest.MonkeyPatch,
         fresh_memory: dict[str, frozenset[str]]) -> None:
