@@ -22,7 +22,6 @@ table to those files (`snapshot_view_sql`, etl/views/query.py).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,74 +230,18 @@ def input_files() -> list[Path]:
 STAMP = "views.sha256"
 def views_current(con: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> bool:
     """Whether `con` (on warehouse.database) holds the views as the last `ensure_views`
-    left them, made from the current inputs: the stamp says which. The catalog is read
-    only when the database file changed since the stamp was written (its third line)."""
+    left them, made from the current inputs: the stamp says which, the catalog is read."""
     import duckdb
 
     stamp = warehouse.root / STAMP
-    lines = stamp.read_text("utf-8").split() if stamp.exists() else []
-    if lines[:1] != [inputs_fingerprint()]:
+    if not stamp.exists() or stamp.read_text("utf-8").split() != [
+            inputs_fingerprint(), catalog_digest(con)]:
         return False
-    # `con` holds the file open, so no shell writes it between this signature and the read
-    signature = database_signature(warehouse)
-    if lines[2:] != [signature]:
-        if lines[1:2] != [catalog_digest(con)]:
-            return False
-        _replace_text(stamp, f"{lines[0]}\n{lines[1]}\n{signature}\n")  # a copy, a moved one
     try:
         [(files,)] = con.execute("SELECT _warehouse_files('runs')").fetchall()
     except duckdb.Error:
         return False  # a macro was dropped
     return bool(files == glob_literal(f"{warehouse.root}/") + "data/*/runs.parquet")
-
-
-def database_signature(warehouse: Warehouse) -> str:
-    """The database file and its WAL as stat sees them. Reading the catalog to check it
-    costs ~25 ms a query; a shell that drops or replaces a view writes the file (or its
-    WAL) and so changes this, and a copied or moved warehouse has another inode."""
-    parts = []
-    for path in (warehouse.database, warehouse.database.with_name(_DATABASE + ".wal")):
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            parts.append("-")
-            continue
-        parts.append(f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
-    return "/".join(parts)
-
-
-def _replace_text(path: Path, text: str) -> None:
-    """Write `path` whole or not at all (a reader may be reading it); a read-only folder
-    keeps the old text, which is only slower."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        tmp.write_text(text, "utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-
-
-def _sign_copied_stamp(warehouse: Warehouse) -> None:
-    """The template's bytes were checked when copied: its stamp holds for the copy."""
-    stamp = warehouse.root / STAMP
-    _replace_text(stamp, stamp.read_text("utf-8") + database_signature(warehouse) + "\n")
-
-
-def _write_stamp(warehouse: Warehouse) -> None:
-    """The stamp of views just written: the inputs' fingerprint and the catalog's digest as
-    a reader sees it, then the database's signature (taken first: a write after it is
-    seen). DuckDB prints some stored SQL differently in the connection that wrote it
-    (CAST(NULL AS "DOUBLE") there, AS DOUBLE once reopened), so a digest of the writer's
-    text made every later query write the views again."""
-    import duckdb
-
-    signature = database_signature(warehouse)
-    try:
-        with duckdb.connect(str(warehouse.database), read_only=True) as reader:
-            digest = catalog_digest(reader)
-    except (duckdb.IOException, duckdb.ConnectionException):
-        return  # a writer holds it now: the next check writes the views again
-    _replace_text(warehouse.root / STAMP, f"{inputs_fingerprint()}\n{digest}\n{signature}\n")
 
 
 def ensure_views(warehouse: Warehouse) -> bool:
@@ -313,7 +256,6 @@ def ensure_views(warehouse: Warehouse) -> bool:
     if new:
         warehouse.init()
         if copy_template(warehouse, inputs_fingerprint(), STAMP):
-            _sign_copied_stamp(warehouse)
             return True
     else:
         try:
@@ -330,7 +272,6 @@ def ensure_views(warehouse: Warehouse) -> bool:
         # seconds); a reader of the old file keeps it
         if template_covers(objects, inputs_fingerprint()) and copy_template(
                 warehouse, inputs_fingerprint(), STAMP, replace=True):
-            _sign_copied_stamp(warehouse)
             return True
     statements = all_statements(warehouse)
     try:
@@ -344,7 +285,15 @@ def ensure_views(warehouse: Warehouse) -> bool:
         con.execute("COMMIT")
     finally:
         con.close()
-    _write_stamp(warehouse)
+    # the digest as a reader sees the catalog: DuckDB prints some stored SQL differently in
+    # the connection that wrote it (CAST(NULL AS "DOUBLE") there, AS DOUBLE once reopened),
+    # and a digest of the writer's text made every later query write the views again
+    try:
+        with duckdb.connect(str(warehouse.database), read_only=True) as reader:
+            stamp = f"{inputs_fingerprint()}\n{catalog_digest(reader)}\n"
+    except (duckdb.IOException, duckdb.ConnectionException):
+        return True  # a writer holds it now: the next check writes the views again
+    (warehouse.root / STAMP).write_text(stamp, "utf-8")
     if new:
         save_template(warehouse, STAMP)
     return True

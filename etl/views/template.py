@@ -97,7 +97,7 @@ def save_template(warehouse: Warehouse, stamp_name: str) -> None:
     template's stamp is the warehouse's plus the sha256 of the template's bytes."""
     try:
         stamp = (warehouse.root / stamp_name).read_text("utf-8")
-        fingerprint, digest = stamp.split()[:2]  # the third line is this database's own
+        fingerprint, digest = stamp.split()
         template = _template(fingerprint)
         template.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=template.parent, prefix=".views-",
