@@ -177,7 +177,9 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     launch_rows = 0
     if any(s.host_rows for s in summaries):
         _stage(path, "linking host events")
-        launch_rows = _link_host(spill, source, sinks.host_events, options)
+        host_args = {c for s in summaries for c in s.host_args}
+        launch_rows = _link_host(spill, source, sinks.host_events, options,
+                                 [c for c in HOST_ARG_COLUMNS if c in host_args])
         sinks.end_of_host_events()
         release_memory()
     gpu_rows = sum(s.gpu_rows for s in summaries)
@@ -356,31 +358,53 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
 
 
 # Only the columns needed downstream travel through the (out-of-core) sort: its payload
-# is what DuckDB spills. A NULL pid/tid is the same thread as '' (as in trace_tables).
+# is what DuckDB spills (an argument column no host row has a value of stays out; NULLs are
+# added after it). A NULL pid/tid is the same thread as '' (as in trace_tables).
 _SORTED_HOST = """
 SELECT event_id, category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id,
        is_op, is_layer, is_launch, linkable, sequence_number, fwd_thread_id, scope_kind,
-       is_mark, {host_args}
+       is_mark{host_args}
 FROM read_parquet({files})
 ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_ns DESC,
          event_id
 """
 
 
-def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOptions) -> int:
+def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOptions,
+               host_args: list[str]) -> int:
     """Pass 2: link sorted host rows chunk by chunk; write them, and keep the launch calls
     with their op and layer (ids and names) for pass 3, the backward ones' layers taken
-    from their forward ops (layers.py). Returns the launch calls kept."""
+    from their forward ops (layers.py). `host_args`: the HOST_ARG_COLUMNS some host row
+    has a value of (the others are NULL throughout). Returns the launch calls kept."""
+    files = _files(spill, "host")
     con = _duckdb(spill, options.threads)
     try:
-        reader = con.execute(_SORTED_HOST.format(files=_files(spill, "host"),
-                                                 host_args=", ".join(HOST_ARG_COLUMNS))
+        reader = con.execute(_SORTED_HOST.format(
+            files=files, host_args="".join(f", {c}" for c in host_args))
                              ).to_arrow_reader(options.chunk_rows)
-        rows = _link_stream(reader, spill, source, write)
+        absent = _absent_columns(spill, [c for c in HOST_ARG_COLUMNS if c not in host_args])
+        rows = _link_stream(_with_nulls(reader, absent), spill, source, write)
         _resolve_launch_layers(con, spill)
         return rows
     finally:
         con.close()
+
+
+def _absent_columns(spill: Path, columns: list[str]) -> list[pa.Field]:
+    """The fields of `columns` in the host spill files (one file's schema: all have the
+    slices' schema)."""
+    if not columns:
+        return []
+    schema = pq.read_schema(next(spill.glob("host-*.parquet")))
+    return [schema.field(c) for c in columns]
+
+
+def _with_nulls(reader: Any, absent: list[pa.Field]) -> Iterator[pa.RecordBatch]:
+    """The batches of `reader` with a NULL column of each field of `absent` appended."""
+    for batch in reader:
+        for column in absent:
+            batch = batch.append_column(column, pa.nulls(batch.num_rows, column.type))
+        yield batch
 
 
 def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> int:
