@@ -43,8 +43,8 @@ from etl.extract.progress import FileProgress
 from etl.extract.worker_pool import worker_pool
 from etl.extract.progress import report as report_progress
 from etl.extract.rawio import is_gzip, slice_checksum
-from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
-                                           spill_table, spill_text)
+from etl.extract.kineto.slice_spill import (SPILL_COMPRESSION, SliceSummary, gc_paused,
+                                           merge_span, spill_range, spill_table, spill_text)
 from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
                                             window_ends)
 from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS,
@@ -384,7 +384,8 @@ def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOpt
                              ).to_arrow_reader(options.chunk_rows)
         absent = _absent_columns(spill, [c for c in HOST_ARG_COLUMNS if c not in host_args])
         rows = _link_stream(_with_nulls(reader, absent), spill, source, write)
-        _resolve_launch_layers(con, spill)
+        if rows:
+            _resolve_launch_layers(con, spill)
         return rows
     finally:
         con.close()
@@ -425,13 +426,13 @@ def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> in
 
 
 def _resolve_launch_layers(con: Any, spill: Path) -> None:
-    """launch.parquet: the launch calls with their layer, layer_kind and layer_status."""
+    """launch.parquet: the launch calls with their layer, layer_kind and layer_status,
+    written by DuckDB (its rows never pass through Python); none: no file."""
     launches, forward = (f"read_parquet({_quote(spill / name)})"
                          for name in ("launch-unresolved.parquet", "forward.parquet"))
-    found = layers.resolve_layers(con, launches, forward)
-    with _SpillWriter(spill / "launch.parquet") as resolved:
-        for batch in _batches(found.to_arrow_reader(1 << 16)):
-            resolved.write(batch)
+    query = layers.RESOLVE.format(launches=launches, forward=forward)
+    con.execute(f"COPY ({query}) TO {_quote(spill / 'launch.parquet')} "
+                f"(FORMAT parquet, COMPRESSION {SPILL_COMPRESSION})")
 
 
 def _batches(reader: Any) -> Iterator[pa.Table]:
