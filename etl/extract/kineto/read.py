@@ -488,7 +488,7 @@ class _LinkState:
         none = np.full(n, link.NONE, dtype=np.int64)
         nothing = _Scopes(none[:0], batch.select(SCOPE_COLUMNS).slice(0, 0))
         out = _Links(none, none.copy(), none.copy(), [], nothing.names(none),
-                     nothing.of(none), layers.with_own_mark(nothing.of(none)["scope_kind"],
+                     nothing.of(none), layers.with_own_mark(nothing.kinds(none),
                                                             batch["scope_kind"]))
         rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
         if len(rows) == 0:
@@ -510,7 +510,7 @@ class _LinkState:
         mark[rows] = found.mark
         out.overlaps = chunk.ident[found.overlap].tolist()
         out.op_name, out.scope = scopes.names(out.op), scopes.of(out.layer)
-        out.mark_kind = layers.with_own_mark(scopes.of(mark)["scope_kind"], batch["scope_kind"])
+        out.mark_kind = layers.with_own_mark(scopes.kinds(mark), batch["scope_kind"])
         return out
 
 
@@ -524,18 +524,23 @@ class _Scopes:
         self.sorted = ident[self.order]
         self.columns = columns
 
-    def of(self, ids: np.ndarray) -> pa.Table:
-        """Rows of the events `ids` (a row of NULLs for NONE)."""
+    def of(self, ids: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+        """Rows of the events `ids` (a row of NULLs for NONE); `columns`: only those
+        (a take of every scope column costs as much again per column)."""
+        table = self.columns if columns is None else self.columns.select(columns)
         found = ids != link.NONE
         if len(self.sorted) == 0:
-            return self.columns.take(pa.nulls(len(ids), pa.int64()))
+            return table.take(pa.nulls(len(ids), pa.int64()))
         at = np.minimum(np.searchsorted(self.sorted, ids), len(self.sorted) - 1)
         if not np.array_equal(self.sorted[at][found], ids[found]):
             raise AssertionError("an op or layer is not among the open events")
-        return self.columns.take(pa.array(self.order[at], pa.int64(), mask=~found))
+        return table.take(pa.array(self.order[at], pa.int64(), mask=~found))
 
     def names(self, ids: np.ndarray) -> pa.Array:
-        return self.of(ids)["name"].combine_chunks()
+        return self.of(ids, ["name"])["name"].combine_chunks()
+
+    def kinds(self, ids: np.ndarray) -> pa.ChunkedArray:
+        return self.of(ids, ["scope_kind"])["scope_kind"]
 
 
 def _int64(column: pa.ChunkedArray) -> np.ndarray:
