@@ -43,8 +43,8 @@ from etl.extract.progress import FileProgress
 from etl.extract.worker_pool import worker_pool
 from etl.extract.progress import report as report_progress
 from etl.extract.rawio import is_gzip, slice_checksum
-from etl.extract.kineto.slice_spill import (SliceSummary, gc_paused, merge_span, spill_range,
-                                           spill_table, spill_text)
+from etl.extract.kineto.slice_spill import (SPILL_COMPRESSION, SliceSummary, gc_paused,
+                                           merge_span, spill_range, spill_table, spill_text)
 from etl.extract.kineto.completeness import (RecordEnd, RecordOrder, merge_window_ends,
                                             window_ends)
 from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, KERNEL_ARG_COLUMNS,
@@ -177,7 +177,9 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     launch_rows = 0
     if any(s.host_rows for s in summaries):
         _stage(path, "linking host events")
-        launch_rows = _link_host(spill, source, sinks.host_events, options)
+        host_args = {c for s in summaries for c in s.host_args}
+        launch_rows = _link_host(spill, source, sinks.host_events, options,
+                                 [c for c in HOST_ARG_COLUMNS if c in host_args])
         sinks.end_of_host_events()
         release_memory()
     gpu_rows = sum(s.gpu_rows for s in summaries)
@@ -356,31 +358,54 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
 
 
 # Only the columns needed downstream travel through the (out-of-core) sort: its payload
-# is what DuckDB spills. A NULL pid/tid is the same thread as '' (as in trace_tables).
+# is what DuckDB spills (an argument column no host row has a value of stays out; NULLs are
+# added after it). A NULL pid/tid is the same thread as '' (as in trace_tables).
 _SORTED_HOST = """
 SELECT event_id, category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id,
        is_op, is_layer, is_launch, linkable, sequence_number, fwd_thread_id, scope_kind,
-       is_mark, {host_args}
+       is_mark{host_args}
 FROM read_parquet({files})
 ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_ns DESC,
          event_id
 """
 
 
-def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOptions) -> int:
+def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOptions,
+               host_args: list[str]) -> int:
     """Pass 2: link sorted host rows chunk by chunk; write them, and keep the launch calls
     with their op and layer (ids and names) for pass 3, the backward ones' layers taken
-    from their forward ops (layers.py). Returns the launch calls kept."""
+    from their forward ops (layers.py). `host_args`: the HOST_ARG_COLUMNS some host row
+    has a value of (the others are NULL throughout). Returns the launch calls kept."""
+    files = _files(spill, "host")
     con = _duckdb(spill, options.threads)
     try:
-        reader = con.execute(_SORTED_HOST.format(files=_files(spill, "host"),
-                                                 host_args=", ".join(HOST_ARG_COLUMNS))
+        reader = con.execute(_SORTED_HOST.format(
+            files=files, host_args="".join(f", {c}" for c in host_args))
                              ).to_arrow_reader(options.chunk_rows)
-        rows = _link_stream(reader, spill, source, write)
-        _resolve_launch_layers(con, spill)
+        absent = _absent_columns(spill, [c for c in HOST_ARG_COLUMNS if c not in host_args])
+        rows = _link_stream(_with_nulls(reader, absent), spill, source, write)
+        if rows:
+            _resolve_launch_layers(con, spill)
         return rows
     finally:
         con.close()
+
+
+def _absent_columns(spill: Path, columns: list[str]) -> list[pa.Field]:
+    """The fields of `columns` in the host spill files (one file's schema: all have the
+    slices' schema)."""
+    if not columns:
+        return []
+    schema = pq.read_schema(next(spill.glob("host-*.parquet")))
+    return [schema.field(c) for c in columns]
+
+
+def _with_nulls(reader: Any, absent: list[pa.Field]) -> Iterator[pa.RecordBatch]:
+    """The batches of `reader` with a NULL column of each field of `absent` appended."""
+    for batch in reader:
+        for column in absent:
+            batch = batch.append_column(column, pa.nulls(batch.num_rows, column.type))
+        yield batch
 
 
 def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> int:
@@ -401,13 +426,13 @@ def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> in
 
 
 def _resolve_launch_layers(con: Any, spill: Path) -> None:
-    """launch.parquet: the launch calls with their layer, layer_kind and layer_status."""
+    """launch.parquet: the launch calls with their layer, layer_kind and layer_status,
+    written by DuckDB (its rows never pass through Python); none: no file."""
     launches, forward = (f"read_parquet({_quote(spill / name)})"
                          for name in ("launch-unresolved.parquet", "forward.parquet"))
-    found = layers.resolve_layers(con, launches, forward)
-    with _SpillWriter(spill / "launch.parquet") as resolved:
-        for batch in _batches(found.to_arrow_reader(1 << 16)):
-            resolved.write(batch)
+    query = layers.RESOLVE.format(launches=launches, forward=forward)
+    con.execute(f"COPY ({query}) TO {_quote(spill / 'launch.parquet')} "
+                f"(FORMAT parquet, COMPRESSION {SPILL_COMPRESSION})")
 
 
 def _batches(reader: Any) -> Iterator[pa.Table]:
@@ -463,7 +488,7 @@ class _LinkState:
         none = np.full(n, link.NONE, dtype=np.int64)
         nothing = _Scopes(none[:0], batch.select(SCOPE_COLUMNS).slice(0, 0))
         out = _Links(none, none.copy(), none.copy(), [], nothing.names(none),
-                     nothing.of(none), layers.with_own_mark(nothing.of(none)["scope_kind"],
+                     nothing.of(none), layers.with_own_mark(nothing.kinds(none),
                                                             batch["scope_kind"]))
         rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
         if len(rows) == 0:
@@ -485,7 +510,7 @@ class _LinkState:
         mark[rows] = found.mark
         out.overlaps = chunk.ident[found.overlap].tolist()
         out.op_name, out.scope = scopes.names(out.op), scopes.of(out.layer)
-        out.mark_kind = layers.with_own_mark(scopes.of(mark)["scope_kind"], batch["scope_kind"])
+        out.mark_kind = layers.with_own_mark(scopes.kinds(mark), batch["scope_kind"])
         return out
 
 
@@ -499,18 +524,23 @@ class _Scopes:
         self.sorted = ident[self.order]
         self.columns = columns
 
-    def of(self, ids: np.ndarray) -> pa.Table:
-        """Rows of the events `ids` (a row of NULLs for NONE)."""
+    def of(self, ids: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+        """Rows of the events `ids` (a row of NULLs for NONE); `columns`: only those
+        (a take of every scope column costs as much again per column)."""
+        table = self.columns if columns is None else self.columns.select(columns)
         found = ids != link.NONE
         if len(self.sorted) == 0:
-            return self.columns.take(pa.nulls(len(ids), pa.int64()))
+            return table.take(pa.nulls(len(ids), pa.int64()))
         at = np.minimum(np.searchsorted(self.sorted, ids), len(self.sorted) - 1)
         if not np.array_equal(self.sorted[at][found], ids[found]):
             raise AssertionError("an op or layer is not among the open events")
-        return self.columns.take(pa.array(self.order[at], pa.int64(), mask=~found))
+        return table.take(pa.array(self.order[at], pa.int64(), mask=~found))
 
     def names(self, ids: np.ndarray) -> pa.Array:
-        return self.of(ids)["name"].combine_chunks()
+        return self.of(ids, ["name"])["name"].combine_chunks()
+
+    def kinds(self, ids: np.ndarray) -> pa.ChunkedArray:
+        return self.of(ids, ["scope_kind"])["scope_kind"]
 
 
 def _int64(column: pa.ChunkedArray) -> np.ndarray:

@@ -45,6 +45,7 @@ class SliceSummary:
     devices: list[int] = field(default_factory=list)
     begin_end_rows: int = 0               # B and E events spilled unpaired (be-<index>)
     gpu_work_activities: int = 0          # kernels, copies and fills
+    host_args: list[str] = field(default_factory=list)  # HOST_ARG_COLUMNS with a value
 
 
 def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
@@ -89,6 +90,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     summary.span = complete_span(base)
     summary.devices = [d for d in pc.unique(gpu["device_id"]).to_pylist() if d is not None]
     summary.host_rows, summary.gpu_rows = host.num_rows, gpu.num_rows
+    summary.host_args = [c for c in HOST_ARG_COLUMNS if host[c].null_count < host.num_rows]
     summary.gpu_work_activities = gpu_work_activities(gpu)
     _write(host, folder / f"host-{index:06d}.parquet")
     _write(gpu, folder / f"gpu-{index:06d}.parquet")
