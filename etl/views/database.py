@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from etl.core.schema import ALL_TABLES, DERIVED_TABLES, table_schema
 from etl.core.sql_files import SQL_DIR, ViewError, stable_names
 from etl.views.catalog import checked_views
-from etl.views.template import catalog_digest, stored_objects, template_covers
+from etl.views.template import catalog_digest
 
 if TYPE_CHECKING:
     import duckdb
@@ -262,18 +262,11 @@ def ensure_views(warehouse: Warehouse) -> bool:
             with duckdb.connect(str(warehouse.database), read_only=True) as con:
                 if views_current(con, warehouse):
                     return True
-                objects = stored_objects(con)
         except (duckdb.IOException, duckdb.ConnectionException):
             return False  # a writer holds the file
+    statements = all_statements(warehouse)
     if not new:  # a new one was laid out above
         warehouse.init()  # schema files of tables newer than the warehouse, before binding
-        # stale or damaged (no writer held it just now): the template of these inputs if
-        # this machine has one and it holds everything the database does (building takes
-        # seconds); a reader of the old file keeps it
-        if template_covers(objects, inputs_fingerprint()) and copy_template(
-                warehouse, inputs_fingerprint(), STAMP, replace=True):
-            return True
-    statements = all_statements(warehouse)
     try:
         con = duckdb.connect(str(warehouse.database), config=NO_WAL)
     except (duckdb.IOException, duckdb.ConnectionException):

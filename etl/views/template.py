@@ -52,12 +52,9 @@ def _stamp_of(template: Path) -> Path:
     return template.with_suffix(".stamp")
 
 
-def copy_template(warehouse: Warehouse, fingerprint: str, stamp_name: str,
-                  replace: bool = False) -> bool:
+def copy_template(warehouse: Warehouse, fingerprint: str, stamp_name: str) -> bool:
     """Give a warehouse without a database the template's; False when there is none (or
-    the database appeared meanwhile: another writer made it, which is as good). With
-    `replace`, the template takes the place of an existing database whose views are stale
-    or damaged; a reader that has the old file open keeps reading it."""
+    the database appeared meanwhile: another writer made it, which is as good)."""
     template = _template(fingerprint)
     try:
         *stamp, file_digest = _stamp_of(template).read_text("utf-8").split()
@@ -67,13 +64,9 @@ def copy_template(warehouse: Warehouse, fingerprint: str, stamp_name: str,
         try:  # a damaged template is never used: the copy must be the bytes its stamp names
             if len(stamp) != 2 or copied != file_digest:
                 return False
-            if replace:
-                os.replace(tmp.name, warehouse.database)
-            else:
-                os.link(tmp.name, warehouse.database)  # never replaces a database that exists
+            os.link(tmp.name, warehouse.database)  # never replaces a database that exists
         finally:
-            if os.path.exists(tmp.name):  # not once replaced; still there once linked
-                os.unlink(tmp.name)
+            os.unlink(tmp.name)
     except (OSError, ValueError):  # ValueError: no stamp line to unpack
         return False
     (warehouse.root / stamp_name).write_text("".join(f"{line}\n" for line in stamp), "utf-8")
@@ -132,35 +125,3 @@ def catalog_digest_of(database: Path) -> str | None:
             return catalog_digest(con)
     except duckdb.Error:
         return None
-
-
-# Every object a user can create in the database from a shell: a template replaces a
-# database only when it holds no object the template lacks (a table or view of the user's)
-_OBJECTS = (
-    "SELECT 'view', view_name FROM duckdb_views() "
-    "WHERE database_name = current_database() AND NOT internal "
-    "UNION ALL SELECT 'table', table_name FROM duckdb_tables() "
-    "WHERE database_name = current_database() "
-    "UNION ALL SELECT function_type, function_name FROM duckdb_functions() "
-    "WHERE database_name = current_database() AND NOT internal "
-    "UNION ALL SELECT 'sequence', sequence_name FROM duckdb_sequences() "
-    "WHERE database_name = current_database() "
-    "UNION ALL SELECT 'type', type_name FROM duckdb_types() "
-    "WHERE database_name = current_database() AND NOT internal")
-
-
-def stored_objects(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str]]:
-    return set(con.execute(_OBJECTS).fetchall())
-
-
-def template_covers(objects: set[tuple[str, str]], fingerprint: str) -> bool:
-    """Whether this machine's template of `fingerprint` holds every one of `objects`, so
-    that it may replace the database that holds them without losing one."""
-    import duckdb
-
-    try:
-        with duckdb.connect(str(_template(fingerprint)), read_only=True) as con:
-            return objects <= stored_objects(con)
-    except duckdb.Error:
-        return False
-

@@ -12,7 +12,7 @@ import pytest
 from etl.core.gpu_peaks import RELATION_DOCS
 from etl.core.schema import ALL_TABLES, table_schema
 from etl.core.sql_files import discover, stable_names
-from etl.views.database import ensure_views, views_current
+from etl.views.database import views_current
 from etl.warehouse.store import Warehouse
 from tests.conftest import built_once, cli, kernel, launch, step, write_trace
 
@@ -118,35 +118,5 @@ def test_views_broken_from_a_writable_shell_are_written_again(warehouse: Path, d
     assert result.returncode == 0, result.stderr
     with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
         assert stored_docs(con) == expected_docs()
-        assert con.execute("SELECT run_name, gpu_util FROM run_summary").fetchall() == [
-            ("a", 0.4)]
-
-
-def test_a_damaged_database_becomes_the_template_when_that_loses_nothing(
-        warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The session's template (tests/conftest.py) replaces the damaged file: not built."""
-    def no_build(*_: object) -> None:
-        raise AssertionError("built the views instead of copying the template")
-
-    with duckdb.connect(str(warehouse / "warehouse.duckdb")) as con:
-        con.execute(DAMAGE["dropped"])
-    monkeypatch.setattr("etl.views.database.all_statements", no_build)
-    assert ensure_views(Warehouse.at(warehouse))
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
-        assert views_current(con, Warehouse.at(warehouse))
-        assert con.execute("SELECT run_name, gpu_util FROM run_summary").fetchall() == [
-            ("a", 0.4)]
-
-
-def test_a_users_own_table_and_view_survive_a_repair(warehouse: Path) -> None:
-    with duckdb.connect(str(warehouse / "warehouse.duckdb")) as con:  # a writable shell
-        con.execute("CREATE TABLE my_summary AS SELECT 1 AS x")
-        con.execute("CREATE VIEW my_view AS SELECT 2 AS y")
-        con.execute(DAMAGE["dropped"])
-    result = cli("query", "SELECT x, y FROM my_summary, my_view", "--warehouse",
-                 str(warehouse))
-    assert result.returncode == 0, result.stderr
-    assert "1" in result.stdout and "2" in result.stdout
-    with duckdb.connect(str(warehouse / "warehouse.duckdb"), read_only=True) as con:
         assert con.execute("SELECT run_name, gpu_util FROM run_summary").fetchall() == [
             ("a", 0.4)]
