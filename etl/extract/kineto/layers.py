@@ -145,6 +145,10 @@ LEFT JOIN chosen c ON l.layer_kind = 'backward' AND c.pid_key = coalesce(l.pid, 
 """
 
 
-def resolve_layers(con: Any, launches: str, forward: str) -> Any:
+def resolve_sql(launches: str, forward: str) -> str:
     """The RESOLVE query over two relations (table names or read_parquet(...) calls)."""
-    return con.execute(RESOLVE.format(launches=launches, forward=forward))
+    return RESOLVE.format(launches=launches, forward=forward)
+
+
+def resolve_layers(con: Any, launches: str, forward: str) -> Any:
+    return con.execute(resolve_sql(launches, forward))

@@ -430,8 +430,8 @@ def _resolve_launch_layers(con: Any, spill: Path) -> None:
     written by DuckDB (its rows never pass through Python); none: no file."""
     launches, forward = (f"read_parquet({_quote(spill / name)})"
                          for name in ("launch-unresolved.parquet", "forward.parquet"))
-    query = layers.RESOLVE.format(launches=launches, forward=forward)
-    con.execute(f"COPY ({query}) TO {_quote(spill / 'launch.parquet')} "
+    con.execute(f"COPY ({layers.resolve_sql(launches, forward)}) "
+                f"TO {_quote(spill / 'launch.parquet')} "
                 f"(FORMAT parquet, COMPRESSION {SPILL_COMPRESSION})")
 
 
