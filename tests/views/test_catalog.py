@@ -14,7 +14,7 @@ from etl.core.schema import ALL_TABLES, table_schema
 from etl.core.sql_files import discover, stable_names
 from etl.views.database import views_current
 from etl.warehouse.store import Warehouse
-from tests.conftest import built_once, cli, kernel, launch, step, write_trace
+from tests.conftest import built_once, cli, ingested, kernel, launch, step, write_trace
 
 
 def tiny_events() -> list[dict[str, Any]]:
@@ -23,9 +23,7 @@ def tiny_events() -> list[dict[str, Any]]:
 
 def tiny_ingested(root: Path) -> Path:
     write_trace(root / "runs" / "a" / "t.json", tiny_events())
-    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
-    assert result.returncode == 0, result.stderr
-    return root / "wh"
+    return ingested(root)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from tests.conftest import cli, corpus_param, corpus_path, event, kernel, launch, snapshot, step
+from tests.conftest import (corpus_param, corpus_path, event, ingested, kernel, launch,
+                            snapshot, step)
 from tests.conftest import write_trace
 from tests.oracle import naive_breakdown as naive
 from tests.load.test_corpus import RUNS
@@ -40,9 +41,7 @@ TINY = [
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
     root = tmp_path_factory.mktemp("tiny_breakdown")
     write_trace(root / "runs" / "tiny" / "trace.json", TINY)
-    result = cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh"))
-    assert result.returncode == 0, result.stderr
-    return snapshot(root / "wh")
+    return snapshot(ingested(root))
 
 
 def rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[Any, ...]]:
