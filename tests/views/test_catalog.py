@@ -103,8 +103,15 @@ DAMAGE = {
 }
 
 
-@pytest.mark.parametrize("repair", ["views", "query"])
-@pytest.mark.parametrize("damage", sorted(DAMAGE))
+# The command that repairs each damage, `etl views` for half of them and `etl query` for
+# the others. Both repair through the same two steps: views_current says no (the check
+# that sees the damage), then ensure_views writes every view again whatever was damaged;
+# so each damage once and each command on three checks what all twelve pairs did, at six
+# rebuilds of the views (3.5 CPU s each) instead of twelve.
+REPAIRS = {damage: ("views", "query")[i % 2] for i, damage in enumerate(sorted(DAMAGE))}
+
+
+@pytest.mark.parametrize(("damage", "repair"), sorted(REPAIRS.items()))
 def test_views_broken_from_a_writable_shell_are_written_again(warehouse: Path, damage: str,
                                                               repair: str) -> None:
     with duckdb.connect(str(warehouse / "warehouse.duckdb")) as con:  # a writable shell
