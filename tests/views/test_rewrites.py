@@ -99,8 +99,15 @@ def test_a_rewrite_that_changes_a_readers_rows_fails(edge_wh: Path) -> None:
 
 def test_the_released_sql_as_kept_returns_the_views_rows(edge_wh: Path) -> None:
     """What the mechanism rests on: a view's SQL normalised as its fingerprint is taken (as
-    sql/rewrites.toml keeps it) returns the rows and columns of the view itself."""
+    sql/rewrites.toml keeps it) returns the rows and columns of the view itself.
+
+    Each view is compared over the rows of the views it reads, kept in TEMP tables of
+    their names (which shadow the stored views for every reader): the two sides then read
+    the same input rows, in the same order, and neither evaluates the tree below it again
+    (17 CPU s for the 84 views, against 5)."""
     con = connect(edge_wh)
-    for view in discover():
+    [(database,)] = con.execute("SELECT current_database()").fetchall()
+    for view in discover():  # creation order: a view comes after what it reads
         apart = rows_apart(con, normalised_sql(view), f"SELECT * FROM {view.name}")
         assert apart.same, (view.name, apart)
+        con.execute(f"CREATE TEMP TABLE {view.name} AS FROM {database}.main.{view.name}")
