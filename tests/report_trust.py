@@ -84,7 +84,8 @@ def _rows() -> tuple[list[Row], list[str]]:
          f"{len(c.TABLES)} run tables); {c.WRITERS} writers started together (different "
          f"runs, the same run, overlapping sets); {c.FRESH_WRITERS} writers x "
          f"{c.FRESH_ROUNDS} fresh warehouses; {c.REPUBLISHES} republishes under "
-         f"{c.DUCKDB_READERS + 1} polling readers; "
+         f"{c.DUCKDB_READERS + 1} polling `etl query` readers, {c.SHELL_REPUBLISHES} under "
+         f"{c.DUCKDB_READERS} DuckDB shell readers; "
          f"{c.MANY_RUNS} runs in one command x {c.MANY_ROUNDS}", f"{conc_held} tests",
          len(conc_bugs), "tests/warehouse/test_concurrent.py",
          f"up to {c.FRESH_WRITERS} writers, {c.REPUBLISHES} republishes under readers"),
