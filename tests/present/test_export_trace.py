@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,12 @@ from tests.conftest import cli
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this file's own: wh/ a copy of the session's demo warehouse (ingested
+    once for every file that reads it; a copy reads its own files, tests/views/
+    test_relocate.py), the exports and the warehouses they are ingested into beside it."""
     root = tmp_path_factory.mktemp("export")
-    assert cli("demo", str(root / "runs")).returncode == 0
-    assert cli("ingest", str(root / "runs"), "--warehouse", str(root / "wh")).returncode == 0
+    shutil.copytree(demo_warehouse, root / "wh", symlinks=True)
     return root
 
 
