@@ -295,20 +295,31 @@ def ingested(root: Path) -> Path:
     return root / "wh"
 
 
-def corpus_runs_ingested(root: Path) -> Path:
-    from tests.views.warehouses import write_corpus_runs
-
-    write_corpus_runs(root / "runs")
+def ingested_onto(base: Path, root: Path) -> Path:
+    """`etl ingest root/runs` into root/wh, a copy of the warehouse `base` (a copy reads its
+    own files: tests/views/test_relocate.py); the warehouse."""
+    shutil.copytree(base, root / "wh", symlinks=True)
     return ingested(root)
 
 
+def corpus_runs_ingested(root: Path, kineto: Path) -> Path:
+    """corpus_wh's runs into a copy of `kineto`, which holds those of KINETO already."""
+    from tests.load.test_corpus import RUNS
+    from tests.views.warehouses import write_corpus_runs
+
+    assert all(RUNS[name] == parts for name, parts in KINETO.items())  # the same traces
+    write_corpus_runs(root / "runs", skip=KINETO)
+    return ingested_onto(kineto, root)
+
+
 @pytest.fixture(scope="session")
-def corpus_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def corpus_wh(tmp_path_factory: pytest.TempPathFactory, kineto_wh: Path) -> Path:
     """Every corpus trace of tests/load/test_corpus.py (RUNS, under those names), the ncu
     exports alone and beside a trace, and the levels case (tests/views/warehouses.py),
     ingested once per session and shared by the xdist workers (built_once): the load and
     the view tests only read it."""
-    return built_once(tmp_path_factory, "corpus", corpus_runs_ingested)
+    return built_once(tmp_path_factory, "corpus",
+                      lambda root: corpus_runs_ingested(root, kineto_wh))
 
 
 # ---- a warehouse of every corpus trace that has a timeline (the replay's tests) ----
@@ -330,9 +341,22 @@ NSYS = ("rtx2070s_dlprof_pytorch-dummy_nsys2022.1.sqlite",
         "rtx3060_p4arth_vecadd_nsys2025.5.sqlite", "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite")
 
 
-def timelines_ingested(root: Path) -> Path:
+def kineto_ingested(root: Path) -> Path:
     for name, parts in KINETO.items():
         copy_corpus_run(corpus_path(*parts), root / "runs", name)
+    return ingested(root)
+
+
+@pytest.fixture(scope="session")
+def kineto_wh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Kineto traces of KINETO, which corpus_wh and timeline_warehouse both hold,
+    ingested once per session (8 CPU s): each of those two starts from a copy of it."""
+    return built_once(tmp_path_factory, "kineto", kineto_ingested)
+
+
+def timelines_ingested(root: Path, kineto: Path) -> Path:
+    """timeline_warehouse's runs into a copy of `kineto`, which holds those of KINETO."""
+    shutil.copytree(kineto, root / "wh", symlinks=True)
     for file in NSYS:
         copy_corpus_run(corpus_path("nsys", file), root / "runs", "nsys_" + file.split("_")[0])
     tf = root / "runs" / "tf_v100" / "plugins" / "profile" / "session"
@@ -350,7 +374,8 @@ def timelines_ingested(root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def timeline_warehouse(tmp_path_factory: pytest.TempPathFactory, kineto_wh: Path) -> Path:
     """Every corpus trace with a timeline, ingested once per session and shared by the
     xdist workers (built_once): the replay, what-if, sync and collective tests only read it."""
-    return built_once(tmp_path_factory, "timelines", timelines_ingested)
+    return built_once(tmp_path_factory, "timelines",
+                      lambda root: timelines_ingested(root, kineto_wh))

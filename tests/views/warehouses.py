@@ -8,6 +8,7 @@ import csv
 import decimal
 import gzip
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +82,16 @@ def write_edge_runs(runs: Path) -> None:
 
 # ---- the corpus ----------------------------------------------------------------------------
 
-def write_corpus_runs(runs: Path) -> None:
-    """Every corpus trace of test_corpus, the ncu exports (alone and beside a trace), and the
-    levels case of test_levels_rollup (a real trace with a matched raw page)."""
+def write_corpus_runs(runs: Path, skip: Collection[str] = ()) -> None:
+    """Every corpus trace of test_corpus (but those named in `skip`), the ncu exports (alone
+    and beside a trace), and the levels case of test_levels_rollup (a real trace with a
+    matched raw page)."""
     from tests.load.test_corpus import RUNS
     from tests.views.test_levels_rollup import STEP, TRACE, ratios, step_kernels, write_raw_page
 
     for name, parts in RUNS.items():
-        copy_corpus_run(corpus_path(*parts), runs, name)
+        if name not in skip:
+            copy_corpus_run(corpus_path(*parts), runs, name)
     for export in sorted(corpus_path("ncu").iterdir()):
         if export.suffix in (".csv", ".ncu-rep"):
             copy_corpus_run(export, runs, "ncu_" + export.stem.replace(".", "_"))
