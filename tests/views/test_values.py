@@ -8,6 +8,7 @@ is added. The edge cases are tiny inline runs, one folder each, each named for t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,21 +44,40 @@ def float_columns(con: Any, relation: str) -> list[str]:
             if "DOUBLE" in kind or "FLOAT" in kind]
 
 
-def nonfinite_columns(warehouse: Path) -> dict[str, list[str]]:
-    """relation → its columns holding NaN or ±inf in some row.
-
-    Each view is first kept in a TEMP table of its name, which shadows the stored view for
-    the views that read it (creation order: a view after what it reads): each view is then
-    computed once over its inputs' rows, not with its whole tree below it again, and every
-    view still returns the rows it returns to a reader (52 of 58 CPU s on the corpus were
-    the trees computed again)."""
+def views_kept(warehouse: Path) -> Any:
+    """etl.connect(warehouse), one snapshot for every relation as a notebook reads them,
+    with each view kept in a TEMP table of its name, which shadows the stored view for the
+    views that read it (creation order: a view after what it reads). Each view is then
+    computed once over its inputs' rows, not with its whole tree below it again, and
+    still returns the rows it returns to a reader (52 of 58 CPU s of the NaN check on the
+    corpus were the trees computed again)."""
     from etl.api import connect
 
-    found = {}
-    con = connect(warehouse)  # one snapshot for every relation, as a notebook reads them
+    con = connect(warehouse)
     [(database,)] = con.execute("SELECT current_database()").fetchall()
     for view in discover():
         con.execute(f'CREATE TEMP TABLE "{view.name}" AS FROM {database}.main."{view.name}"')
+    return con
+
+
+@pytest.fixture(scope="module")
+def kept() -> Iterator[Callable[[Path], Any]]:
+    """views_kept of a warehouse, made once for this file's tests that read it."""
+    made: dict[Path, Any] = {}
+
+    def connection(warehouse: Path) -> Any:
+        if warehouse not in made:
+            made[warehouse] = views_kept(warehouse)
+        return made[warehouse]
+
+    yield connection
+    for con in made.values():
+        con.close()
+
+
+def nonfinite_columns(con: Any) -> dict[str, list[str]]:
+    """relation → its columns holding NaN or ±inf in some row, on views_kept's `con`."""
+    found = {}
     for name in view_names():
         columns = float_columns(con, name)
         quoted = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
@@ -86,13 +106,15 @@ def test_edge_cases_reach_the_views(edge_wh: Path) -> None:
     assert levels == [("ncu_counter_subset", 0, 3), ("ncu_zero_gpu_time", 3, 3)]
 
 
-def test_no_relation_returns_nan_or_infinity_on_edge_cases(edge_wh: Path) -> None:
-    assert nonfinite_columns(edge_wh) == {}
+def test_no_relation_returns_nan_or_infinity_on_edge_cases(
+        edge_wh: Path, kept: Callable[[Path], Any]) -> None:
+    assert nonfinite_columns(kept(edge_wh)) == {}
 
 
 @pytest.mark.slow  # every relation over the whole corpus (the edge cases run in make check)
-def test_no_relation_returns_nan_or_infinity_on_the_corpus(corpus_wh: Path) -> None:
-    assert nonfinite_columns(corpus_wh) == {}
+def test_no_relation_returns_nan_or_infinity_on_the_corpus(
+        corpus_wh: Path, kept: Callable[[Path], Any]) -> None:
+    assert nonfinite_columns(kept(corpus_wh)) == {}
 
 
 # v2 renamed these columns (sql/CHANGELOG.md, 2026-11-25) and changed nothing else
@@ -155,12 +177,14 @@ SUCCESSORS = [
 @pytest.mark.parametrize("before,after,columns", SUCCESSORS)
 @pytest.mark.parametrize("where", ["edge", "corpus", "demo"])
 def test_a_new_version_keeps_its_predecessors_rows_here(before: str, after: str, columns: str,
-                                                        where: str, request: Any) -> None:
-    from etl.api import connect
+                                                        where: str, request: Any,
+                                                        kept: Callable[[Path], Any]) -> None:
+    """Over views_kept: each version computed over the rows of the versions it reads (to
+    12 digits, as before, whatever order a plan adds in), its tree computed once a file."""
     from etl.views.rewrites import rows_apart
 
     fixture = "demo_warehouse" if where == "demo" else f"{where}_wh"
-    apart = rows_apart(connect(request.getfixturevalue(fixture)),
+    apart = rows_apart(kept(request.getfixturevalue(fixture)),
                        f"SELECT {columns} FROM {before}", f"SELECT * FROM {after}", digits=12)
     assert apart.same, apart
     if where != "edge":
