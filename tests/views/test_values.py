@@ -132,32 +132,42 @@ RENAMED = {
 }
 
 
+def rows_of(con: Any, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The columns and rows of `sql` on `con`, as run_query gives them."""
+    cursor = con.execute(sql)
+    return [d[0] for d in cursor.description], cursor.fetchall()
+
+
+# The version tests below read views_kept (the fixture kept): each version is computed
+# over the rows of the versions it reads, once per file, not over its whole tree per query.
 @pytest.mark.parametrize("stable", sorted(RENAMED))
 @pytest.mark.parametrize("where", ["edge", "corpus"])
-def test_v2_is_v1_with_renamed_columns(stable: str, where: str, request: Any) -> None:
-    warehouse = request.getfixturevalue(f"{where}_wh")
-    old_columns, old_rows = run_query(warehouse, f"SELECT * FROM {stable}_v1")
-    new_columns, new_rows = run_query(warehouse, f"SELECT * FROM {stable}_v2")
+def test_v2_is_v1_with_renamed_columns(stable: str, where: str, request: Any,
+                                       kept: Callable[[Path], Any]) -> None:
+    con = kept(request.getfixturevalue(f"{where}_wh"))
+    old_columns, old_rows = rows_of(con, f"SELECT * FROM {stable}_v1")
+    new_columns, new_rows = rows_of(con, f"SELECT * FROM {stable}_v2")
     assert new_columns == [RENAMED[stable].get(c, c) for c in old_columns]
     assert sorted(new_rows, key=repr) == sorted(old_rows, key=repr)
     # the stable name follows the newest version, which keeps v2's columns (op_time and
     # layer_utilization v3 add layer_kind and pass)
-    assert set(new_columns) <= set(run_query(warehouse, f"SELECT * FROM {stable} LIMIT 0")[0])
+    assert set(new_columns) <= set(rows_of(con, f"SELECT * FROM {stable} LIMIT 0")[0])
     if where == "corpus":
         assert old_rows, f"{stable}: the corpus gives no rows to compare"
 
 
 @pytest.mark.parametrize("stable", ["op_time", "layer_utilization"])
 @pytest.mark.parametrize("where", ["edge", "corpus"])
-def test_v3_splits_v2_by_layer_kind_and_pass(stable: str, where: str, request: Any) -> None:
-    warehouse = request.getfixturevalue(f"{where}_wh")
+def test_v3_splits_v2_by_layer_kind_and_pass(stable: str, where: str, request: Any,
+                                            kept: Callable[[Path], Any]) -> None:
+    con = kept(request.getfixturevalue(f"{where}_wh"))
     totals = ("SELECT run_id, op_name, layer, sum(kernel_count), sum(gpu_time_ns) "
               "FROM {} GROUP BY ALL")
-    _, v2 = run_query(warehouse, totals.format(f"{stable}_v2"))
-    _, v3 = run_query(warehouse, totals.format(f"{stable}_v3"))
+    _, v2 = rows_of(con, totals.format(f"{stable}_v2"))
+    _, v3 = rows_of(con, totals.format(f"{stable}_v3"))
     assert sorted(v3, key=repr) == sorted(v2, key=repr)
-    _, kinds = run_query(warehouse, f"SELECT count(*) FROM {stable}_v3 WHERE "
-                         "(layer IS NULL) <> (layer_kind IS NULL)")
+    _, kinds = rows_of(con, f"SELECT count(*) FROM {stable}_v3 WHERE "
+                       "(layer IS NULL) <> (layer_kind IS NULL)")
     assert kinds == [(0,)]
 
 
