@@ -1,15 +1,15 @@
 """Every real trace of the corpus ingests, conforms to schemas/, and agrees with the oracle."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 
 from etl.core.schema import TABLES, table_schema
-from tests.conftest import corpus_param, corpus_path, query_json, snapshot
+from tests.conftest import corpus_param, corpus_path, grouped_rows, query_json, snapshot
 from tests.oracle.naive_kineto import gpu_utilization, selected_iterations
 
 RUNS = {
@@ -73,30 +73,37 @@ def _oracle_cases() -> list[Any]:
             for name, parts in RUNS.items()]
 
 
+@pytest.fixture(scope="module")
+def answers(corpus_wh: Path) -> Callable[..., list[tuple[Any, ...]]]:
+    """grouped_rows of one snapshot of the corpus warehouse: each view queried once for
+    every trace of the oracle tests below."""
+    return grouped_rows(snapshot(corpus_wh))
+
+
 @pytest.mark.parametrize("run_name,folder", _oracle_cases())
-def test_gpu_utilization_agrees_with_naive_oracle(corpus_wh: Path, run_name: str,
-                                                   folder: str) -> None:
-    con = snapshot(corpus_wh)
+def test_gpu_utilization_agrees_with_naive_oracle(answers: Callable[..., list[tuple[Any, ...]]],
+                                                   run_name: str, folder: str) -> None:
     for trace in sorted(corpus_path(folder).glob("*.json.gz")):
-        got = {(r[0], r[1], r[2]): r[3:] for r in con.execute(
-            "SELECT g.rank, g.device_id, g.iteration, g.window_ns, g.busy_ns, "
-            "g.activity_busy_ns, g.kernel_count, g.kernel_time_ns, g.window_start_ns "
-            "FROM gpu_utilization g JOIN runs r USING (run_id), unnest(r.sources) AS s(src) "
-            "WHERE r.run_name = ? AND src.source_id = g.source_id AND src.path = ?",
-            [run_name, trace.name]).fetchall()}
+        got = {(r[0], r[1], r[2]): r[3:] for r in answers(
+            "SELECT r.run_name, src.path, g.rank, g.device_id, g.iteration, g.window_ns, "
+            "g.busy_ns, g.activity_busy_ns, g.kernel_count, g.kernel_time_ns, "
+            "g.window_start_ns FROM gpu_utilization g JOIN runs r USING (run_id), "
+            "unnest(r.sources) AS s(src) WHERE src.source_id = g.source_id",
+            run_name, trace.name)}
         rows = gpu_utilization(trace)
         want = {(r["rank"], r["device_id"], r["iteration"]): (
             r["window_ns"], r["busy_ns"], r["activity_busy_ns"], r["kernel_count"],
             r["kernel_time_ns"], r["window_start_ns"]) for r in rows}
         assert got == want, trace.name
-        _check_selection(con, run_name, rows)
+        _check_selection(answers, run_name, rows)
 
 
-def _check_selection(con: duckdb.DuckDBPyConnection, run_name: str, rows: list) -> None:
+def _check_selection(answers: Callable[..., list[tuple[Any, ...]]], run_name: str,
+                     rows: list) -> None:
     chosen = selected_iterations(rows)
-    got = {(r[0], r[1]): (r[2], r[3]) for r in con.execute(
-        "SELECT rank, device_id, selected_iteration, selection FROM run_summary "
-        "WHERE run_name = ?", [run_name]).fetchall()}
+    got = {(r[0], r[1]): (r[2], r[3]) for r in answers(
+        "SELECT run_name, rank, device_id, selected_iteration, selection FROM run_summary",
+        run_name)}
     for key, iteration in chosen.items():
         assert got[key][0] == iteration, (run_name, key)
         assert got[key][1] in ("first_within_5pct_of_median", "whole_trace")

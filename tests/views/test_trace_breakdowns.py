@@ -3,14 +3,15 @@ stragglers, idle_breakdown, launch_stats, queue_length): a tiny trace worked by 
 every corpus trace against the naive oracle (tests/oracle/naive_breakdown.py)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-from tests.conftest import (corpus_param, corpus_path, event, ingested, kernel, launch,
-                            snapshot, step)
+from tests.conftest import (corpus_param, corpus_path, event, grouped_rows, ingested, kernel,
+                            launch, snapshot, step)
 from tests.conftest import write_trace
 from tests.oracle import naive_breakdown as naive
 from tests.load.test_corpus import RUNS
@@ -129,6 +130,16 @@ def corpus(corpus_wh: Path) -> duckdb.DuckDBPyConnection:
     return snapshot(corpus_wh)
 
 
+Answers = Callable[..., list[tuple[Any, ...]]]
+
+
+@pytest.fixture(scope="module")
+def answers(corpus: duckdb.DuckDBPyConnection) -> Answers:
+    """grouped_rows of `corpus`: each view below queried once for every trace, by run name
+    and source id (its first two columns)."""
+    return grouped_rows(corpus)
+
+
 def traces() -> list[Any]:
     return [corpus_param(name, Path(*parts), trace=Path(*parts))
             for name, parts in RUNS.items()]
@@ -147,16 +158,16 @@ def _files(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("run_name,folder", traces())
 def test_temporal_and_overlap_agree_with_oracle(corpus: duckdb.DuckDBPyConnection,
-                                                run_name: str, folder: Path) -> None:
+                                                answers: Answers, run_name: str,
+                                                folder: Path) -> None:
     for trace in _files(folder):
         source = _source(corpus, run_name, trace)
-        got = {(r[0], r[1], r[2]): r[3:] for r in corpus.execute(
-            "SELECT t.rank, t.device_id, t.iteration, t.window_ns, t.computation_ns, "
-            "t.communication_ns, t.memory_ns, t.idle_ns, c.communication_ns, c.overlapped_ns "
-            "FROM temporal_breakdown t JOIN comm_overlap c ON c.run_id = t.run_id AND "
-            "c.source_id = t.source_id AND c.device_id = t.device_id AND c.iteration IS NOT "
-            "DISTINCT FROM t.iteration WHERE t.run_name = ? AND t.source_id = ?",
-            [run_name, source]).fetchall()}
+        got = {(r[0], r[1], r[2]): r[3:] for r in answers(
+            "SELECT t.run_name, t.source_id, t.rank, t.device_id, t.iteration, t.window_ns, "
+            "t.computation_ns, t.communication_ns, t.memory_ns, t.idle_ns, c.communication_ns, "
+            "c.overlapped_ns FROM temporal_breakdown t JOIN comm_overlap c ON c.run_id = "
+            "t.run_id AND c.source_id = t.source_id AND c.device_id = t.device_id AND "
+            "c.iteration IS NOT DISTINCT FROM t.iteration", run_name, source)}
         want = {k: (v["window_ns"], v["computation_ns"], v["communication_ns"], v["memory_ns"],
                     v["idle_ns"], v["comm_union_ns"], v["overlapped_ns"])
                 for k, v in naive.temporal(trace).items()}
@@ -165,29 +176,32 @@ def test_temporal_and_overlap_agree_with_oracle(corpus: duckdb.DuckDBPyConnectio
 
 @pytest.mark.parametrize("run_name,folder", traces())
 def test_kernel_breakdown_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
-                                             run_name: str, folder: Path) -> None:
+                                             answers: Answers, run_name: str,
+                                             folder: Path) -> None:
     for trace in _files(folder):
-        got = {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in corpus.execute(
-            "SELECT rank, device_id, iteration, kernel_type, kernel_count, time_ns "
-            "FROM kernel_breakdown WHERE run_name = ? AND source_id = ? AND device_id IS NOT "
-            "NULL", [run_name, _source(corpus, run_name, trace)]).fetchall()}
+        got = {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in answers(
+            "SELECT run_name, source_id, rank, device_id, iteration, kernel_type, "
+            "kernel_count, time_ns FROM kernel_breakdown WHERE device_id IS NOT NULL",
+            run_name, _source(corpus, run_name, trace))}
         assert got == naive.kernel_types(trace), trace.name
 
 
 @pytest.mark.parametrize("run_name,folder", traces())
 def test_idle_breakdown_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
-                                           run_name: str, folder: Path) -> None:
+                                           answers: Answers, run_name: str,
+                                           folder: Path) -> None:
     for trace in _files(folder):
-        got = {tuple(r[:5]): (r[5], r[6]) for r in corpus.execute(
-            "SELECT rank, device_id, stream_id, iteration, idle_category, interval_count, "
-            "idle_ns FROM idle_breakdown WHERE run_name = ? AND source_id = ?",
-            [run_name, _source(corpus, run_name, trace)]).fetchall()}
+        got = {tuple(r[:5]): (r[5], r[6]) for r in answers(
+            "SELECT run_name, source_id, rank, device_id, stream_id, iteration, "
+            "idle_category, interval_count, idle_ns FROM idle_breakdown",
+            run_name, _source(corpus, run_name, trace))}
         assert got == naive.idle(trace), trace.name
 
 
 @pytest.mark.parametrize("run_name,folder", traces())
 def test_launch_stats_agree_with_oracle(corpus: duckdb.DuckDBPyConnection,
-                                        run_name: str, folder: Path) -> None:
+                                        answers: Answers, run_name: str,
+                                        folder: Path) -> None:
     """The oracle credits each activity with its launch call, as launch_stats_v1 does;
     v2 keeps graph kernels apart (tests/views/test_launch_stats_graphs.py), and its rows of
     a name, graph and not, add up to the oracle's counts."""
@@ -195,17 +209,16 @@ def test_launch_stats_agree_with_oracle(corpus: duckdb.DuckDBPyConnection,
         source = _source(corpus, run_name, trace)
         got = {r[0]: {"launch_count": r[1], "short_kernel_count": r[2],
                       "launch_outlier_count": r[3], "delay_outlier_count": r[4],
-                      "sum_launch_delay_ns": r[5]} for r in corpus.execute(
-            "SELECT kernel_name, launch_count, short_kernel_count, launch_outlier_count, "
-            "delay_outlier_count, round(mean_launch_delay_ns * launch_count)::BIGINT "
-            "FROM launch_stats_v1 WHERE run_name = ? AND source_id = ?",
-            [run_name, source]).fetchall()}
+                      "sum_launch_delay_ns": r[5]} for r in answers(
+            "SELECT run_name, source_id, kernel_name, launch_count, short_kernel_count, "
+            "launch_outlier_count, delay_outlier_count, "
+            "round(mean_launch_delay_ns * launch_count)::BIGINT FROM launch_stats_v1",
+            run_name, source)}
         want = naive.launch_stats(trace)
         assert got == want, trace.name
-        v2 = {r[0]: {"launch_count": r[1], "delay_outlier_count": r[2]} for r in corpus.execute(
-            "SELECT kernel_name, sum(launch_count), sum(delay_outlier_count) FROM "
-            "launch_stats_v2 WHERE run_name = ? AND source_id = ? GROUP BY kernel_name",
-            [run_name, source]).fetchall()}
+        v2 = {r[0]: {"launch_count": r[1], "delay_outlier_count": r[2]} for r in answers(
+            "SELECT run_name, source_id, kernel_name, sum(launch_count), "
+            "sum(delay_outlier_count) FROM launch_stats_v2 GROUP BY ALL", run_name, source)}
         assert v2 == {name: {k: w[k] for k in ("launch_count", "delay_outlier_count")}
                       for name, w in want.items()}, trace.name
 
@@ -234,13 +247,14 @@ def test_stragglers_on_two_ranks(corpus: duckdb.DuckDBPyConnection) -> None:
 @pytest.mark.parametrize("run_name,folder", [t for t in traces() if t.values[0] in (
     "trace_filter", "nccl_parser_config", "h100_bert", "b200_eager", "amd_trace")])
 def test_memcpy_bandwidth_agrees_with_oracle(corpus: duckdb.DuckDBPyConnection,
-                                             run_name: str, folder: Path) -> None:
+                                             answers: Answers, run_name: str,
+                                             folder: Path) -> None:
     for trace in _files(folder):
-        got = {tuple(r[:4]): (r[4], r[5], r[6]) for r in corpus.execute(
-            "SELECT rank, device_id, iteration, memory_kind, activity_count, total_bytes, "
-            "round(total_bytes / bandwidth_gb_per_s)::BIGINT FROM memcpy_bandwidth "
-            "WHERE run_name = ? AND source_id = ? AND device_id IS NOT NULL",
-            [run_name, _source(corpus, run_name, trace)]).fetchall()}
+        got = {tuple(r[:4]): (r[4], r[5], r[6]) for r in answers(
+            "SELECT run_name, source_id, rank, device_id, iteration, memory_kind, "
+            "activity_count, total_bytes, round(total_bytes / bandwidth_gb_per_s)::BIGINT "
+            "FROM memcpy_bandwidth WHERE device_id IS NOT NULL",
+            run_name, _source(corpus, run_name, trace))}
         want = naive.copies(trace)
         assert got.keys() == want.keys(), trace.name
         for key, (count, total, dur) in want.items():
