@@ -17,7 +17,8 @@ import pytest
 from etl.extract.kineto.decode import read_trace
 from etl.extract.kineto.rows import SourceTables, build
 from tests.conftest import Raw, event, kernel, launch, us, write_trace
-from tests.extract.kineto.test_pipeline import assert_same_as_in_memory, run_pipeline
+from tests.extract.kineto.test_pipeline import (assert_same_as_in_memory,
+                                                 assert_tables_as_in_memory, run_pipeline)
 
 PLACEHOLDER = {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "x"}}
 
@@ -188,10 +189,9 @@ def _far_apart(n: int) -> list[dict[str, Any]]:
 def test_begin_and_end_slices_apart(tmp_path: Path, workers: int) -> None:
     events = _far_apart(1500)
     path = write_trace(tmp_path / "be.json", events)
-    assert_same_as_in_memory(path, tmp_path / "spill", slice_bytes=4096, chunk_rows=7,
-                             workers=workers)
-    _, got = run_pipeline(path, tmp_path / "spill2", slice_bytes=4096, chunk_rows=7,
-                          workers=workers)
+    result, got = run_pipeline(path, tmp_path / "spill", slice_bytes=4096, chunk_rows=7,
+                               workers=workers)
+    assert_tables_as_in_memory(path, result, got)
     complete = tables(write_trace(tmp_path / "x.json", as_complete(events)))
     assert _sorted(got["host_events"], "event_id") == _sorted(complete.host_events, "event_id")
     assert _sorted(got["kernels"], "kernel_id") == _sorted(complete.kernels, "kernel_id")

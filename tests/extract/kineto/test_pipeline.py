@@ -42,13 +42,19 @@ def _anomalies(table: pa.Table | None) -> list[str]:
 
 def assert_same_as_in_memory(path: Path, spill: Path, **options: Any) -> SourceResult:
     result, got = run_pipeline(path, spill, **options)
+    assert_tables_as_in_memory(path, result, got)
+    return result
+
+
+def assert_tables_as_in_memory(path: Path, result: SourceResult,
+                               got: dict[str, pa.Table | None]) -> None:
+    """What run_pipeline gave for `path` equals the in-memory reading's tables."""
     want = build(read_trace(path), 0, None)
     assert _rows(got["host_events"], "event_id") == _rows(want.host_events, "event_id")
     assert _rows(got["kernels"], "kernel_id") == _rows(want.kernels, "kernel_id")
     assert _anomalies(got["anomalies"]) == _anomalies(want.anomalies)
     assert result.iterations.equals(want.iterations)
     assert result.devices.equals(want.devices)
-    return result
 
 
 @pytest.mark.parametrize("relative", [corpus_param(t, trace=t) for t in TRACES])
