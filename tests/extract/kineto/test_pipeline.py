@@ -40,21 +40,36 @@ def _anomalies(table: pa.Table | None) -> list[str]:
     return [] if table is None else sorted(map(repr, table.to_pylist()))
 
 
-def assert_same_as_in_memory(path: Path, spill: Path, **options: Any) -> SourceResult:
+# the in-memory reading's tables as they are compared: host events and kernels as sorted
+# rows, anomalies as sorted reprs, iterations, devices
+Expected = tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], pa.Table, pa.Table]
+
+
+def in_memory(path: Path) -> Expected:
+    want = build(read_trace(path), 0, None)
+    return (_rows(want.host_events, "event_id"), _rows(want.kernels, "kernel_id"),
+            _anomalies(want.anomalies), want.iterations, want.devices)
+
+
+def assert_same_as_in_memory(path: Path, spill: Path, expected: Expected | None = None,
+                             **options: Any) -> SourceResult:
+    """The pipeline's tables of `path` (with `options`) equal the in-memory reading's
+    (`expected` when the caller has it already)."""
     result, got = run_pipeline(path, spill, **options)
-    assert_tables_as_in_memory(path, result, got)
+    assert_tables_as_in_memory(path, result, got, expected)
     return result
 
 
 def assert_tables_as_in_memory(path: Path, result: SourceResult,
-                               got: dict[str, pa.Table | None]) -> None:
+                               got: dict[str, pa.Table | None],
+                               expected: Expected | None = None) -> None:
     """What run_pipeline gave for `path` equals the in-memory reading's tables."""
-    want = build(read_trace(path), 0, None)
-    assert _rows(got["host_events"], "event_id") == _rows(want.host_events, "event_id")
-    assert _rows(got["kernels"], "kernel_id") == _rows(want.kernels, "kernel_id")
-    assert _anomalies(got["anomalies"]) == _anomalies(want.anomalies)
-    assert result.iterations.equals(want.iterations)
-    assert result.devices.equals(want.devices)
+    host, kernels, anomalies, iterations, devices = expected or in_memory(path)
+    assert _rows(got["host_events"], "event_id") == host
+    assert _rows(got["kernels"], "kernel_id") == kernels
+    assert _anomalies(got["anomalies"]) == anomalies
+    assert result.iterations.equals(iterations)
+    assert result.devices.equals(devices)
 
 
 @pytest.mark.parametrize("relative", [corpus_param(t, trace=t) for t in TRACES])
@@ -64,21 +79,32 @@ def test_pipeline_equals_in_memory_reading(relative: str, tmp_path: Path) -> Non
                              slice_bytes=256 << 10, chunk_rows=997)
 
 
-def test_worker_processes_give_the_same_tables(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def control() -> tuple[Path, Expected]:
+    """A corpus trace and its in-memory reading (1.5 CPU s), the reference of the worker
+    and partition tests below, read once for the three."""
     path = corpus_path("hta/trace_diff/control/control.json.gz")
-    assert_same_as_in_memory(path, tmp_path / "spill", slice_bytes=1 << 20, chunk_rows=5000,
-                             workers=2)
+    return path, in_memory(path)
 
 
-def test_workers_reading_a_plain_file_give_the_same_tables(tmp_path: Path) -> None:
-    """Workers read the slices of a plain (not gzip) file themselves, by offset."""
+def test_worker_processes_give_the_same_tables(tmp_path: Path,
+                                               control: tuple[Path, Expected]) -> None:
+    path, expected = control
+    assert_same_as_in_memory(path, tmp_path / "spill", expected, slice_bytes=1 << 20,
+                             chunk_rows=5000, workers=2)
+
+
+def test_workers_reading_a_plain_file_give_the_same_tables(
+        tmp_path: Path, control: tuple[Path, Expected]) -> None:
+    """Workers read the slices of a plain (not gzip) file themselves, by offset; the file
+    is the gzip one's bytes, so its in-memory reading is the gzip one's."""
     import gzip
 
-    source = corpus_path("hta/trace_diff/control/control.json.gz")
+    source, expected = control
     path = tmp_path / "control.json"
     path.write_bytes(gzip.decompress(source.read_bytes()))
-    assert_same_as_in_memory(path, tmp_path / "spill", slice_bytes=1 << 20, chunk_rows=5000,
-                             workers=2)
+    assert_same_as_in_memory(path, tmp_path / "spill", expected, slice_bytes=1 << 20,
+                             chunk_rows=5000, workers=2)
 
 
 def test_workers_reading_odd_bytes_give_the_same_tables(tmp_path: Path) -> None:
@@ -157,12 +183,13 @@ def test_hand_checked_links(tmp_path: Path) -> None:
 
 
 def test_partitioned_kernel_join_gives_the_same_tables(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       control: tuple[Path, Expected]) -> None:
     from etl.extract.kineto import kernel_join
 
     monkeypatch.setattr(kernel_join, "PART_ROWS", 500)  # dozens of partitions
-    path = corpus_path("hta/trace_diff/control/control.json.gz")
-    assert_same_as_in_memory(path, tmp_path / "spill", chunk_rows=5000)
+    path, expected = control
+    assert_same_as_in_memory(path, tmp_path / "spill", expected, chunk_rows=5000)
 
 
 def test_input_errors_cross_process_boundaries() -> None:
