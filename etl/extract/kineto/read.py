@@ -39,6 +39,7 @@ from etl.extract.trace_role import PipelineOptions, Sinks, Writer, no_gpu_activi
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
+from etl.extract.prefetch import prefetched
 from etl.extract.progress import FileProgress
 from etl.extract.worker_pool import worker_pool
 from etl.extract.progress import report as report_progress
@@ -342,12 +343,14 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
     try:
         reader = con.execute(_SORTED_BEGIN_END.format(files=_files(spill, "be"))
                              ).to_arrow_reader(options.chunk_rows)
-        for batch in _batches(reader):
-            found: list[Anomaly] = []
-            paired = sweep.feed(batch.drop_columns(["thread_key"]).cast(schema),
-                                threads.codes(batch["thread_key"]), found)
-            summaries.append(spill_table(paired, found, 0, spill, first_index + len(summaries),
-                                         _markers(options), paired=True))
+        with prefetched(_batches(reader)) as batches:  # DuckDB merges while pairs are made
+            for batch in batches:
+                found: list[Anomaly] = []
+                paired = sweep.feed(batch.drop_columns(["thread_key"]).cast(schema),
+                                    threads.codes(batch["thread_key"]), found)
+                summaries.append(spill_table(paired, found, 0, spill,
+                                             first_index + len(summaries), _markers(options),
+                                             paired=True))
     finally:
         con.close()
     found = []
@@ -383,7 +386,9 @@ def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOpt
             files=files, host_args="".join(f", {c}" for c in host_args))
                              ).to_arrow_reader(options.chunk_rows)
         absent = _absent_columns(spill, [c for c in HOST_ARG_COLUMNS if c not in host_args])
-        rows = _link_stream(_with_nulls(reader, absent), spill, source, write)
+        # DuckDB merges the next sorted batch while this one is linked (two cores)
+        with prefetched(_with_nulls(reader, absent)) as batches:
+            rows = _link_stream(batches, spill, source, write)
         if rows:
             _resolve_launch_layers(con, spill)
         return rows
