@@ -70,7 +70,8 @@ def arg_array(column: str, values: Sequence[Any], ids: Sequence[int],
     kind = arg_kinds()[column]
     if not typed and kind == "json":
         values = [None if v is None else _ENCODER.encode(v).decode("utf-8") for v in values]
-    fast = _FAST[kind](values)
+    # the typed decoder reads numbers as float | str: no bool there for Arrow to take as 1.0
+    fast = _FAST_TYPED[kind](values) if typed and kind in _FAST_TYPED else _FAST[kind](values)
     if fast is not None:
         return fast
     convert = _CONVERTERS[kind]
@@ -96,10 +97,12 @@ def _empty_text(kind: str, value: Any) -> bool:
     return kind == "text" and value == ""
 
 
-def _fast_numbers(values: Sequence[Any], high: float, scale: float = 1.0) -> pa.Array | None:
+def _fast_numbers(values: Sequence[Any], high: float, scale: float = 1.0,
+                  bools: bool = True) -> pa.Array | None:
     """All values numbers (not bools) within 0..high: the Arrow array (divided by `scale`)
-    in one conversion; else None (checked value by value)."""
-    if bool in set(map(type, values)):
+    in one conversion; else None (checked value by value). `bools`: whether `values` may
+    hold a bool (Arrow would convert it to 1.0 or 0.0)."""
+    if bools and bool in set(map(type, values)):
         return None
     try:
         array = pa.array(values, pa.float64())
@@ -187,6 +190,9 @@ _FAST: dict[str, Callable[[Sequence[Any]], pa.Array | None]] = {
     "number": lambda v: _fast_numbers(v, sys.float_info.max),
     "json": _fast_json,
     "text": _fast_texts, "text_list": _fast_text_lists, "label": _fast_labels}
+_FAST_TYPED: dict[str, Callable[[Sequence[Any]], pa.Array | None]] = {
+    "percent": lambda v: _fast_numbers(v, 100.0, 100.0, bools=False),
+    "number": lambda v: _fast_numbers(v, sys.float_info.max, bools=False)}
 _ARROW: dict[str, Callable[[], pa.DataType]] = {
     "percent": pa.float64, "number": pa.float64, "json": pa.string, "text": pa.string,
     "text_list": lambda: pa.list_(pa.string()), "label": pa.string}

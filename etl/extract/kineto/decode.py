@@ -16,6 +16,7 @@ import functools
 import itertools
 import operator
 import re
+import struct
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -68,9 +69,9 @@ def _decoders() -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.jso
 def _event_fields(read: frozenset[str] | None = None) -> list[tuple[str, Any, Any]]:
     """The fields read from an event besides `ph` (the typed decoders' shared layout).
 
-    `read`: the argument spellings (fields.toml [args] values) decoded; every other one
-    is typed null, so a slice where one of them has a value fails validation and is
-    decoded again with it read (see _slice_columns). None: all of them.
+    `read`: the argument spellings (fields.toml [args] values) decoded; the others have
+    no field, so the decoder skips them (_slice_columns reads them in a file once a slice
+    names them). None: all of them.
     """
     aliases = field_map("kineto")["args"]
     arg_fields: list[tuple[str, Any, Any]] = []
@@ -80,9 +81,8 @@ def _event_fields(read: frozenset[str] | None = None) -> list[tuple[str, Any, An
         kind = (list[int] | str) if column in DIM_COLUMNS else (int | str)
         for n, key in enumerate(keys):
             if read is not None and key not in read:
-                arg_fields.append((f"{column}__{n}", None, msgspec.field(default=None,
-                                                                         name=key)))
-            elif column in arg_kinds():
+                continue
+            if column in arg_kinds():
                 arg_fields.append((f"{column}__{n}", *decoder_field(arg_kinds()[column], key)))
             else:
                 spec = msgspec.field(default=None, name=key)
@@ -97,10 +97,10 @@ def _event_fields(read: frozenset[str] | None = None) -> list[tuple[str, Any, An
 
 
 # The argument spellings a slice is first decoded with: what most GPU traces carry (kernel,
-# runtime and memory events, the autograd link). Each other one would cost a pass over every
-# event of every slice (a few ms a slice), so it is read only in a trace that has it: the
-# first slice where it has a value fails validation on it, and that process reads it from
-# then on for that file (_ARGS_READ).
+# runtime and memory events, the autograd link). Each other one would cost a field in every
+# decoded event and a pass over every event of every slice, so it is read only in a trace
+# that has it: from the first slice whose text names it, that process reads it for the
+# rest of the file (_ARGS_READ).
 _FIRST_READ = frozenset((
     "correlation", "External id", "device", "stream", "grid", "block",
     "registers per thread", "shared memory", "bytes", "Total Allocated", "Total Reserved",
@@ -348,37 +348,59 @@ def decode_slice(path: Path, text: SliceText, first_id: int, offset: int) -> Dec
 def _slice_columns(path: Path, text: SliceText, first_id: int, offset: int
                    ) -> SourceColumns:
     """Typed decoding, tagged by ph first, with the argument spellings this file has
-    needed so far; with one more each time an unread one holds a value; untagged when
-    some event's ph is not a known phase (a ValidationError from here means a field has
-    an unexpected type)."""
-    read: frozenset[str] | None = _ARGS_READ.get(str(path), _FIRST_READ)
-    while True:
-        tagged, kept_types = _tagged_decoder(read)
-        try:
-            events = _guarded(path, offset, tagged.decode, text)
-        except msgspec.ValidationError as exc:
-            spelling = _unread_spelling(exc, read)
-            if spelling is None:
-                break
-            read = _ARGS_READ[str(path)] = (read or frozenset()) | {spelling}
-            continue
-        return _tagged_columns(events, kept_types, first_id, read)
-    _, _, typed = _decoders()
-    return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
+    needed so far and those the slice names; untagged when some event's ph is not a
+    known phase (a ValidationError from here means a field has an unexpected type)."""
+    read = _ARGS_READ.get(str(path), _FIRST_READ)
+    named, escaped = _unread_in(text, read)
+    if named:
+        read = _ARGS_READ[str(path)] = read | named
+    if escaped:
+        read = _ALL_SPELLINGS  # for this slice only
+    tagged, kept_types = _tagged_decoder(read)
+    try:
+        events = _guarded(path, offset, tagged.decode, text)
+    except msgspec.ValidationError:
+        _, _, typed = _decoders()
+        return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
+    return _tagged_columns(events, kept_types, first_id, read)
 
 
-def _unread_spelling(exc: msgspec.ValidationError, read: frozenset[str] | None
-                     ) -> str | None:
-    """The argument spelling typed null (not in `read`) whose value failed validation;
-    None when the failure is another one."""
-    message = str(exc)
-    if read is None or not message.startswith("Expected `null`"):
+_ALL_SPELLINGS = frozenset(key for keys in field_map("kineto")["args"].values()
+                           for key in keys)
+
+
+def _unread_in(text: SliceText, read: frozenset[str]) -> tuple[frozenset[str], bool]:
+    """(the spellings not in `read` that `text` holds as a quoted string, whether it holds
+    a backslash escape): what the decoder must read so that no argument is skipped. The
+    text is searched as written; a key spelled with an escape ("Input\\u0020Dims") is the
+    same key to the decoder, so a slice with an escape (rare: JSON writers escape quotes,
+    backslashes and control characters) is decoded with every spelling. One RE2 scan
+    (~12 ms for 16 MiB) and one memchr; a spelling quoted as a value, not a key, only
+    costs reading it."""
+    escaped = b"\\" in text and b"\\u" in bytes(text)
+    pattern = _unread_pattern(read)
+    if escaped or pattern is None or not _matches(text, pattern):
+        return frozenset(), escaped
+    raw = bytes(text)
+    return frozenset(k for k in _ALL_SPELLINGS - read if f'"{k}"'.encode() in raw), False
+
+
+def _matches(text: SliceText, pattern: str) -> bool:
+    """Whether the RE2 `pattern` matches somewhere in `text` (read in place)."""
+    data = pa.py_buffer(text)
+    offsets = pa.py_buffer(struct.pack("<qq", 0, len(data)))
+    whole = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, data])
+    return bool(pc.any(pc.match_substring_regex(whole, pattern)).as_py())
+
+
+@functools.lru_cache(maxsize=16)
+def _unread_pattern(read: frozenset[str]) -> str | None:
+    """An RE2 pattern of the spellings not in `read`, each between quotes."""
+    unread = sorted(_ALL_SPELLINGS - read)
+    if not unread:
         return None
-    for keys in field_map("kineto")["args"].values():
-        for key in keys:
-            if key not in read and message.endswith(f".args.{key}`"):
-                return str(key)
-    return None
+    return '"(?:' + "|".join(re.sub(r"([\\.^$|?*+()\[\]{}])", r"\\\1", k)
+                             for k in unread) + ')"'
 
 
 def _lenient_slice(path: Path, text: SliceText, offset: int) -> list[Any]:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.extract.kineto.decode import Anomaly
+from etl.extract.prefetch import prefetched
 
 PART_ROWS = 1 << 17     # GPU rows + launch rows joined at once (~25 MB of Arrow)
 EMIT_ROWS = 1 << 16     # joined rows handed on at once (each is cast and copied again)
@@ -75,8 +76,9 @@ def _split(gpu_files: list[Path], launch_file: Path, root: Path, parts: int) -> 
     for name, files in sides:
         writers: list[pa.ipc.RecordBatchFileWriter | None] = [None] * parts
         try:
-            for batch in _batches(files):
-                _scatter(batch, folders, name, writers)
+            with prefetched(_batches(files)) as batches:  # read while scattering
+                for batch in batches:
+                    _scatter(batch, folders, name, writers)
         finally:
             for writer in writers:
                 if writer is not None:

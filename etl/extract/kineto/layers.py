@@ -104,12 +104,12 @@ def launch_columns(scope: pa.Table, pass_: Any) -> dict[str, Any]:
             "backward_seq": scope["sequence_number"]}
 
 
-def forward_ops(events: pa.Table, scope: pa.Table, keep: Any) -> pa.Table:
-    """The {forward} of RESOLVE: the rows `keep` of `events` (pid, tid, sequence_number,
-    ts_ns, event_id) with their innermost layer scope's name and kind (`scope`)."""
+def forward_ops(events: pa.Table, scope: pa.Table) -> pa.Table:
+    """The {forward} of RESOLVE: forward ops `events` (pid, tid, sequence_number, ts_ns,
+    event_id) with their innermost layer scope's name and kind (`scope`, row by row)."""
     table = events.select(["pid", "tid", "sequence_number", "ts_ns", "event_id"])
     table = table.append_column("layer", scope["name"])
-    return table.append_column("layer_kind", scope["scope_kind"]).filter(keep)
+    return table.append_column("layer_kind", scope["scope_kind"])
 
 
 # The layer of every launch (kept columns + layer, layer_kind, layer_status); {launches}

@@ -39,6 +39,7 @@ from etl.extract.trace_role import PipelineOptions, Sinks, Writer, no_gpu_activi
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
+from etl.extract.prefetch import prefetched
 from etl.extract.progress import FileProgress
 from etl.extract.worker_pool import worker_pool
 from etl.extract.progress import report as report_progress
@@ -342,12 +343,14 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
     try:
         reader = con.execute(_SORTED_BEGIN_END.format(files=_files(spill, "be"))
                              ).to_arrow_reader(options.chunk_rows)
-        for batch in _batches(reader):
-            found: list[Anomaly] = []
-            paired = sweep.feed(batch.drop_columns(["thread_key"]).cast(schema),
-                                threads.codes(batch["thread_key"]), found)
-            summaries.append(spill_table(paired, found, 0, spill, first_index + len(summaries),
-                                         _markers(options), paired=True))
+        with prefetched(_batches(reader)) as batches:  # DuckDB merges while pairs are made
+            for batch in batches:
+                found: list[Anomaly] = []
+                paired = sweep.feed(batch.drop_columns(["thread_key"]).cast(schema),
+                                    threads.codes(batch["thread_key"]), found)
+                summaries.append(spill_table(paired, found, 0, spill,
+                                             first_index + len(summaries), _markers(options),
+                                             paired=True))
     finally:
         con.close()
     found = []
@@ -383,7 +386,9 @@ def _link_host(spill: Path, source: _Source, write: Writer, options: PipelineOpt
             files=files, host_args="".join(f", {c}" for c in host_args))
                              ).to_arrow_reader(options.chunk_rows)
         absent = _absent_columns(spill, [c for c in HOST_ARG_COLUMNS if c not in host_args])
-        rows = _link_stream(_with_nulls(reader, absent), spill, source, write)
+        # DuckDB merges the next sorted batch while this one is linked (two cores)
+        with prefetched(_with_nulls(reader, absent)) as batches:
+            rows = _link_stream(batches, spill, source, write)
         if rows:
             _resolve_launch_layers(con, spill)
         return rows
@@ -417,8 +422,7 @@ def _link_stream(reader: Any, spill: Path, source: _Source, write: Writer) -> in
             pass_ = _passes(batch, links)
             write(_host_rows(batch, links, source, pass_))
             launches.write(_launches(batch, links, pass_))
-            forward.write(layers.forward_ops(batch, links.scope, pc.and_(
-                batch["linkable"], layers.is_forward_op(batch, batch["scope_kind"]))))
+            forward.write(_forward_ops(batch, links))
             source.anomalies += [("overlapping_events", event_id, "starts inside an enclosing "
                                   "event on its thread but ends after it")
                                  for event_id in links.overlaps]
@@ -447,9 +451,18 @@ class _Links:
     op: np.ndarray
     layer: np.ndarray
     overlaps: list[int]
-    op_name: pa.Array
-    scope: pa.Table     # of the innermost layer scope: name, scope_kind, sequence_number, pid
+    scopes: _Scopes      # the ops' and layer scopes' columns (op_name, scope: of some rows)
     mark_kind: pa.Array  # scope_kind of the innermost mark (self included)
+
+    def op_name(self, rows: np.ndarray) -> pa.Array:
+        """The name of the op of each of `rows`."""
+        return self.scopes.names(self.op[rows])
+
+    def scope(self, rows: np.ndarray) -> pa.Table:
+        """The innermost layer scope of each of `rows`: name, scope_kind, sequence_number,
+        pid (only the launch calls and forward ops need them: a take of every row's
+        names cost pass 2 a third of its linking)."""
+        return self.scopes.of(self.layer[rows])
 
 
 class _ThreadCodes:
@@ -487,9 +500,8 @@ class _LinkState:
         n = batch.num_rows
         none = np.full(n, link.NONE, dtype=np.int64)
         nothing = _Scopes(none[:0], batch.select(SCOPE_COLUMNS).slice(0, 0))
-        out = _Links(none, none.copy(), none.copy(), [], nothing.names(none),
-                     nothing.of(none), layers.with_own_mark(nothing.kinds(none),
-                                                            batch["scope_kind"]))
+        out = _Links(none, none.copy(), none.copy(), [], nothing,
+                     layers.with_own_mark(nothing.kinds(none), batch["scope_kind"]))
         rows = np.flatnonzero(np.asarray(batch["linkable"].to_numpy(zero_copy_only=False)))
         if len(rows) == 0:
             return out
@@ -509,7 +521,7 @@ class _LinkState:
         mark = none.copy()
         mark[rows] = found.mark
         out.overlaps = chunk.ident[found.overlap].tolist()
-        out.op_name, out.scope = scopes.names(out.op), scopes.of(out.layer)
+        out.scopes = scopes
         out.mark_kind = layers.with_own_mark(scopes.kinds(mark), batch["scope_kind"])
         return out
 
@@ -578,13 +590,26 @@ def _host_rows(batch: pa.Table, links: _Links, source: _Source, pass_: pa.Array
 
 def _launches(batch: pa.Table, links: _Links, pass_: pa.Array) -> pa.Table:
     """Launch calls with their op, scope and pass: the input of layers.RESOLVE."""
-    table = batch.select(["event_id", "correlation_id", "ts_ns"])
-    columns = {"op_event_id": _opt(links.op), "op_name": links.op_name,
-               **layers.launch_columns(links.scope, pass_)}
+    rows = _rows(pc.and_(batch["is_launch"], pc.is_valid(batch["correlation_id"])))
+    picked = pa.array(rows, pa.int64())
+    table = batch.select(["event_id", "correlation_id", "ts_ns"]).take(picked)
+    columns = {"op_event_id": _opt(links.op[rows]), "op_name": links.op_name(rows),
+               **layers.launch_columns(links.scope(rows), pass_.take(picked))}
     for column, values in columns.items():
         table = table.append_column(column, values)
-    keep = pc.and_(batch["is_launch"], pc.is_valid(batch["correlation_id"]))
-    return table.filter(keep)
+    return table
+
+
+def _forward_ops(batch: pa.Table, links: _Links) -> pa.Table:
+    """The linkable forward ops with their layer scope (layers.forward_ops)."""
+    rows = _rows(pc.and_(batch["linkable"], layers.is_forward_op(batch, batch["scope_kind"])))
+    return layers.forward_ops(batch.take(pa.array(rows, pa.int64())), links.scope(rows))
+
+
+def _rows(mask: Any) -> np.ndarray:
+    """Positions of the true rows of a boolean mask (NULL: false)."""
+    return np.flatnonzero(np.asarray(pc.fill_null(mask, False).to_numpy(
+        zero_copy_only=False), dtype=bool))
 
 
 class _SpillWriter:

@@ -456,8 +456,8 @@ def _launch_layers(host: pa.Table, links: link.HostLinks, kinds: Any, pass_: pa.
     launches = pa.table({"event_id": host["event_id"],
                          **layers.launch_columns(scope, pass_),
                          "row": np.arange(host.num_rows)}).take(pa.array(rows, pa.int64()))
-    forward = layers.forward_ops(host, scope, pc.and_(pa.array(linkable),
-                                                      layers.is_forward_op(host, kinds)))
+    keep = pc.and_(pa.array(linkable), layers.is_forward_op(host, kinds))
+    forward = layers.forward_ops(host.filter(keep), scope.filter(keep))
     con = duckdb.connect()
     try:
         con.register("launches", launches)

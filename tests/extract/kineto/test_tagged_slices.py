@@ -98,7 +98,7 @@ def test_typed_arguments_equal_the_general_route_whatever_their_mix() -> None:
     assert kinds.count("bad_argument") == 5  # grid text, 2^64, [], device, "x"
 
 
-# ---- argument spellings read only in the traces that have them (_FIRST_READ) ----------
+# ---- argument spellings read only in the traces that name them (_FIRST_READ) -----------
 
 ALL_SPELLINGS = frozenset(key for keys in kineto.field_map("kineto")["args"].values()
                           for key in keys)
@@ -118,7 +118,7 @@ def test_first_read_spellings_are_fields_toml_spellings() -> None:
     assert kineto._FIRST_READ < ALL_SPELLINGS
 
 
-def test_an_unread_spelling_with_a_value_is_read_from_then_on(
+def test_a_spelling_the_slice_names_is_read_from_then_on(
         fresh_memory: dict[str, frozenset[str]]) -> None:
     comms = {**KERNEL, "args": {**KERNEL["args"], "Collective name": "allreduce",
                                 "Process Group ID": 3, "wait_on_stream": None}}
@@ -128,16 +128,38 @@ def test_an_unread_spelling_with_a_value_is_read_from_then_on(
     assert decoded.table["collective_name"].to_pylist() == [None, None, None, "allreduce"]
     assert decoded.table["external_id"].to_pylist() == [9, 9, None, 9]
     learned = fresh_memory["t.json"] - kineto._FIRST_READ
-    assert learned == {"external id", "Collective name", "Process Group ID"}  # null: unread
+    assert learned == {"external id", "Collective name", "Process Group ID",
+                       "wait_on_stream"}  # named, null or not
     again = _decoded([LAUNCH, comms])  # read with them at once: one decoding
     assert again.table.equals(_untagged([LAUNCH, comms]))
 
 
-def test_a_null_of_an_unread_spelling_reads_as_absent(
+def test_a_slice_without_unread_spellings_learns_nothing(
         fresh_memory: dict[str, frozenset[str]]) -> None:
-    events = [{**KERNEL, "args": {**KERNEL["args"], "Call stack": None, "flops": None}}]
+    events = [KERNEL, {**LAUNCH, "args": {"correlation": 5}}, INSTANT]
     assert _decoded(events).table.equals(_untagged(events))
     assert "t.json" not in fresh_memory
+
+
+def test_a_spelling_quoted_as_a_value_is_only_read(
+        fresh_memory: dict[str, frozenset[str]]) -> None:
+    events = [{**KERNEL, "name": "flops"}]  # a name, not an argument
+    decoded = _decoded(events)
+    assert decoded.table.equals(_untagged(events))
+    assert decoded.table["flops"].to_pylist() == [None]
+    assert fresh_memory["t.json"] - kineto._FIRST_READ == {"flops"}
+
+
+def test_a_key_written_with_escapes_is_read(
+        fresh_memory: dict[str, frozenset[str]]) -> None:
+    """JSON may spell a key with \\u escapes; the decoder unescapes it, so a slice with
+    an escape is read with every spelling (a text search for "flops" would miss it)."""
+    text = (b'[{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, '
+            b'"args": {"fl\\u006fps": 12, "Input\\u0020Dims": [[2, 3]]}}]')
+    decoded = kineto.decode_slice(Path("t.json"), text, 0, 0)
+    assert decoded.table["flops"].to_pylist() == [12]
+    assert decoded.table["input_dims"].to_pylist() == ["[[2,3]]"]
+    assert "t.json" not in fresh_memory  # for that slice only
 
 
 @pytest.mark.parametrize("relative", [corpus_param(t, trace=t) for t in CORPUS_TRACES])
