@@ -45,8 +45,27 @@ def connect(warehouse: PathLike | None = None) -> duckdb.DuckDBPyConnection:
     from etl.views.query import open_snapshot
 
     target = _warehouse(warehouse).existing()
+    return open_snapshot(target, _current_views(target))
+
+
+def _current_views(target: Warehouse) -> duckdb.DuckDBPyConnection | None:
+    """A read-only connection on views that need no refresh (the one that checked them
+    serves the snapshot: opening the file loads its catalog); None after refreshing them."""
+    import duckdb
+
+    from etl.views.database import check_root, views_current
+
+    check_root(target)
+    try:
+        con = duckdb.connect(str(target.database), read_only=True)
+    except duckdb.Error:
+        con = None  # no file yet, or a writer holds it: _refresh_views decides
+    if con is not None and views_current(con, target):
+        return con
+    if con is not None:
+        con.close()  # the views are written by a connection of their own
     _refresh_views(target)
-    return open_snapshot(target)
+    return None
 
 
 class Ingested(list["RunResult"]):

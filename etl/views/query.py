@@ -139,19 +139,22 @@ def _execute(con: duckdb.DuckDBPyConnection, warehouse: Warehouse, sql: str
     raise AssertionError("unreachable")
 
 
-def open_snapshot(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+def open_snapshot(warehouse: Warehouse, con: duckdb.DuckDBPyConnection | None = None
+                  ) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the warehouse's views, every table pinned to the publishes
     current now; the reader lease that keeps their files lasts as long as the connection
-    object (etl.connect() is this, after refreshing the views)."""
+    object (etl.connect() is this, after refreshing the views). `con`: a read-only
+    connection to warehouse.database to use (else one is opened)."""
     import weakref
     from contextlib import ExitStack
 
     import duckdb
 
-    try:
-        con = duckdb.connect(str(warehouse.database), read_only=True)
-    except duckdb.Error as exc:
-        raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
+    if con is None:
+        try:
+            con = duckdb.connect(str(warehouse.database), read_only=True)
+        except duckdb.Error as exc:
+            raise WarehouseError(f"{warehouse.database}: cannot open ({exc})") from None
     lease = ExitStack()
     try:
         # every reference to a table opens its files: parse each footer once per connection
@@ -209,22 +212,46 @@ def _mixed_schemas(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]]) 
     an older schemas/*.toml), compared as sets of columns: DuckDB matches columns by name.
     The others need no union_by_name, which makes every reference to a table read every
     file's footer when a query is bound (the report's views bound 3x slower with it)."""
+    several = {table: paths for table, paths in files.items() if len(paths) > 1}
+    signatures = _column_signatures(con, [p for paths in several.values() for p in paths])
+    return {table for table, paths in several.items()
+            if len({signatures.get(p, p) for p in paths}) != 1}
+
+
+# A file's columns by (path, device, inode, size, mtime): a published file is written once
+# and renamed into place, never changed, so each connection of a process (etl.connect in a
+# notebook, the report, the tests) reads the footers of the new publishes only.
+_SIGNATURES: dict[tuple[str, int, int, int, int], str] = {}
+_MAX_SIGNATURES = 1 << 16
+
+
+def _column_signatures(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, str]:
+    """Each file's columns (name, type, ...) as one comparable text; a file DuckDB names
+    otherwise than `paths` does has none (its table then counts as mixed: read by name)."""
+    import os
+
+    keys = {}
+    for path in paths:
+        found = os.stat(path)
+        keys[path] = (path, found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+    missing = [p for p in dict.fromkeys(paths) if keys[p] not in _SIGNATURES]
+    if missing:
+        if len(_SIGNATURES) + len(missing) > _MAX_SIGNATURES:
+            _SIGNATURES.clear()
+        read = _read_signatures(con, missing)
+        _SIGNATURES.update((keys[p], read[p]) for p in missing if p in read)
+    return {p: _SIGNATURES[keys[p]] for p in paths if keys[p] in _SIGNATURES}
+
+
+def _read_signatures(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, str]:
     from etl.views.database import _sql_string, glob_literal
 
-    parts = []
-    for table, paths in files.items():
-        if len(paths) < 2:  # one file has one schema
-            continue
-        listed = ", ".join(_sql_string(glob_literal(p)) for p in paths)
-        parts.append(
-            f"SELECT {_sql_string(table)} AS t, count(DISTINCT columns) AS schemas FROM ("
-            "SELECT file_name, list_sort(list(CAST(row(name, type, converted_type, "
-            "logical_type, repetition_type, num_children) AS VARCHAR))) AS columns "
-            f"FROM parquet_schema([{listed}]) GROUP BY file_name)")
-    if not parts:
-        return set()
-    return {t for t, schemas in con.execute(" UNION ALL ".join(parts)).fetchall()
-            if schemas != 1}
+    listed = ", ".join(_sql_string(glob_literal(p)) for p in paths)
+    rows = con.execute(
+        "SELECT file_name, list_sort(list(CAST(row(name, type, converted_type, "
+        "logical_type, repetition_type, num_children) AS VARCHAR))) "
+        f"FROM parquet_schema([{listed}]) GROUP BY file_name").fetchall()
+    return {file_name: "\x1f".join(columns) for file_name, columns in rows}
 
 
 def current_publishes(con: duckdb.DuckDBPyConnection, warehouse: Warehouse

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import cli, cli_subprocess, query_json, write_trace
 from tests.views.test_tiny_trace import EVENTS
@@ -68,3 +70,37 @@ def test_only_tables_whose_publishes_differ_are_read_by_name(tmp_path: Path) -> 
     assert by_name["runs"] and not any(v for k, v in by_name.items() if k != "runs")
     assert con.execute("SELECT run_name, seconds_per_iteration FROM runs ORDER BY run_name"
                        ).fetchall() == [("new", None), ("old", None)]
+
+
+def test_a_process_reads_the_footers_of_each_published_file_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Published files never change: a second etl.connect() in one process reads no
+    footer to choose union_by_name, and a third one after an ingest reads the new run's."""
+    import etl
+    from etl.views import query
+
+    read: list[str] = []
+    original = query._read_signatures
+
+    def counted(con: Any, paths: list[str]) -> dict[str, str]:
+        read.extend(paths)
+        return original(con, paths)
+
+    monkeypatch.setattr(query, "_read_signatures", counted)
+    monkeypatch.setattr(query, "_SIGNATURES", {})
+    for name in ("a", "b"):
+        write_trace(tmp_path / "runs" / name / "t.json", EVENTS)
+    wh = tmp_path / "wh"
+    etl.ingest(tmp_path / "runs" / "a", wh, jobs=1)
+    etl.ingest(tmp_path / "runs" / "b", wh, jobs=1)
+    etl.connect(wh).close()
+    first = set(read)
+    assert first and all(Path(p).is_relative_to(wh) for p in first)
+    read.clear()
+    etl.connect(wh).close()
+    assert read == []
+    write_trace(tmp_path / "runs" / "c" / "t.json", EVENTS)
+    etl.ingest(tmp_path / "runs" / "c", wh, jobs=1)
+    con = etl.connect(wh)
+    assert read and not set(read) & first  # only the new publish's files
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (3,)
