@@ -472,9 +472,27 @@ def _header_fields(path: Path, header: bytes | None, anomalies: list[Anomaly]) -
         return NO_HEADER
     try:
         doc = msgspec.json.decode(header)
-    except UnicodeDecodeError as exc:
-        doc = msgspec.json.decode(_replace_invalid_utf8(header, 0, exc, anomalies))
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        bad = _invalid_utf8(header, exc)
+        if bad is None:
+            raise
+        doc = msgspec.json.decode(_replace_invalid_utf8(header, 0, bad, anomalies))
     return _header_of(doc) if isinstance(doc, dict) else NO_HEADER
+
+
+def _invalid_utf8(data: bytes | memoryview, exc: Exception) -> UnicodeDecodeError | None:
+    """Where `data` is not UTF-8, when that is what msgspec's error `exc` says: msgspec
+    raised UnicodeDecodeError (at a place in the string) before 0.23, DecodeError("Invalid
+    UTF-8 encoded string") since; Python's decoder places the byte in `data`. None: `exc`
+    is another error."""
+    if not isinstance(exc, UnicodeDecodeError) and not (
+            isinstance(exc, msgspec.DecodeError) and "UTF-8" in str(exc)):
+        return None
+    try:
+        bytes(data).decode("utf-8")
+    except UnicodeDecodeError as found:
+        return found
+    return exc if isinstance(exc, UnicodeDecodeError) else None
 
 
 def _read_whole(path: Path, data: bytes) -> KinetoTrace:
@@ -484,15 +502,16 @@ def _read_whole(path: Path, data: bytes) -> KinetoTrace:
     typed, lenient, _ = _decoders()
     try:
         doc = _guarded(path, 0, typed.decode, data)
-    except UnicodeDecodeError as exc:
-        return _reread_valid_utf8(path, data, exc)
     except msgspec.ValidationError:
         try:  # the lenient decoder may meet a byte that is not UTF-8 the typed one skipped
             whole = _guarded(path, 0, _decode_any_of(path, lenient), data)
         except UnicodeDecodeError as exc:
             return _reread_valid_utf8(path, data, exc)
         return _read_lenient(path, whole)
-    except msgspec.DecodeError as exc:
+    except (UnicodeDecodeError, msgspec.DecodeError) as exc:
+        bad = _invalid_utf8(data, exc)
+        if bad is not None:
+            return _reread_valid_utf8(path, data, bad)
         raise _decode_error(path, data, exc) from None
     events = doc if isinstance(doc, list) else doc.traceEvents
     header = NO_HEADER if isinstance(doc, list) else (
@@ -517,6 +536,9 @@ def _decode_any(path: Path, data: bytes, decoder: msgspec.json.Decoder) -> Any:
     try:
         return decoder.decode(data)
     except msgspec.DecodeError as exc:
+        bad = _invalid_utf8(data, exc)
+        if bad is not None:
+            raise bad from None  # read again with the bytes replaced
         raise _decode_error(path, data, exc) from None
 
 

@@ -312,3 +312,22 @@ def test_anomalies_of_an_event_do_not_depend_on_other_events(tmp_path: Path) -> 
         rows = tables.anomalies.to_pylist()
         kinds.append(sorted(r["kind"] for r in rows if r["event_id"] == 0))
     assert kinds[0] == kinds[1]
+
+
+def test_bytes_that_are_not_utf8_are_found_whatever_msgspec_says() -> None:
+    """msgspec raised UnicodeDecodeError for a byte that is not UTF-8 before 0.23 and
+    DecodeError("Invalid UTF-8 encoded string") since: both are placed by Python's decoder
+    in the document (the header and whole-document readers replace and flag the bytes)."""
+    import msgspec
+
+    from etl.extract.kineto.decode import _invalid_utf8
+
+    data = b'{"deviceProperties": [], "na\xffme": 1}'
+    for said in (msgspec.DecodeError("Invalid UTF-8 encoded string"),
+                 UnicodeDecodeError("utf-8", b"na\xffme", 2, 3, "invalid start byte")):
+        found = _invalid_utf8(data, said)
+        assert found is not None and (found.start, found.end) == (data.index(b"\xff"),
+                                                                   data.index(b"\xff") + 1)
+    assert _invalid_utf8(data, msgspec.DecodeError("Input data was truncated")) is None
+    assert _invalid_utf8(b'{"ok": 1}', msgspec.DecodeError("Invalid UTF-8 encoded string")) \
+        is None
