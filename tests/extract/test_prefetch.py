@@ -35,16 +35,17 @@ def test_an_error_of_the_source_is_raised_after_the_items_before_it() -> None:
     assert _prefetch_threads() == []
 
 
+def _counted(n: int, pulled: list[int]) -> Iterator[int]:
+    """0 .. n - 1, each noted in `pulled` as it is made."""
+    for item in range(n):
+        pulled.append(item)
+        yield item
+
+
 def test_leaving_early_stops_the_source() -> None:
-    pulled = []
-
-    def source() -> Iterator[int]:
-        for n in range(10_000):
-            pulled.append(n)
-            yield n
-
+    pulled: list[int] = []
     with pytest.raises(RuntimeError):
-        with prefetched(source(), ahead=2) as items:
+        with prefetched(_counted(10_000, pulled), ahead=2) as items:
             for item in items:
                 if item == 3:
                     raise RuntimeError("the consumer fails")
@@ -66,14 +67,8 @@ def test_the_source_runs_in_another_thread() -> None:
 
 
 def test_at_most_one_item_is_made_ahead() -> None:
-    pulled = []
-
-    def source() -> Iterator[int]:
-        for n in range(50):
-            pulled.append(n)
-            yield n
-
-    with prefetched(source()) as items:
+    pulled: list[int] = []
+    with prefetched(_counted(50, pulled)) as items:
         for item in items:
             time.sleep(0.002)  # time for the thread to run ahead as far as it may
             assert len(pulled) <= item + 2  # this item and the next one only

@@ -70,8 +70,10 @@ def arg_array(column: str, values: Sequence[Any], ids: Sequence[int],
     kind = arg_kinds()[column]
     if not typed and kind == "json":
         values = [None if v is None else _ENCODER.encode(v).decode("utf-8") for v in values]
-    # the typed decoder reads numbers as float | str: no bool there for Arrow to take as 1.0
-    fast = _FAST_TYPED[kind](values) if typed and kind in _FAST_TYPED else _FAST[kind](values)
+    if kind in _NUMBER_RANGES:  # the typed decoder reads them as float | str: no bool
+        fast = _fast_numbers(values, *_NUMBER_RANGES[kind], bools=not typed)
+    else:
+        fast = _FAST[kind](values)
     if fast is not None:
         return fast
     convert = _CONVERTERS[kind]
@@ -185,14 +187,11 @@ def _text_list(value: Any) -> list[str] | None:
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "percent": _percent, "number": _number, "json": _json, "text": _text,
     "text_list": _text_list, "label": _label}
+# the numbers' (highest value, divisor) for _fast_numbers; the other kinds' fast paths
+_NUMBER_RANGES = {"percent": (100.0, 100.0), "number": (sys.float_info.max, 1.0)}
 _FAST: dict[str, Callable[[Sequence[Any]], pa.Array | None]] = {
-    "percent": lambda v: _fast_numbers(v, 100.0, 100.0),
-    "number": lambda v: _fast_numbers(v, sys.float_info.max),
-    "json": _fast_json,
-    "text": _fast_texts, "text_list": _fast_text_lists, "label": _fast_labels}
-_FAST_TYPED: dict[str, Callable[[Sequence[Any]], pa.Array | None]] = {
-    "percent": lambda v: _fast_numbers(v, 100.0, 100.0, bools=False),
-    "number": lambda v: _fast_numbers(v, sys.float_info.max, bools=False)}
+    "json": _fast_json, "text": _fast_texts, "text_list": _fast_text_lists,
+    "label": _fast_labels}
 _ARROW: dict[str, Callable[[], pa.DataType]] = {
     "percent": pa.float64, "number": pa.float64, "json": pa.string, "text": pa.string,
     "text_list": lambda: pa.list_(pa.string()), "label": pa.string}

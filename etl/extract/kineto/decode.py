@@ -377,12 +377,11 @@ def _unread_in(text: SliceText, read: frozenset[str]) -> tuple[frozenset[str], b
     backslashes and control characters) is decoded with every spelling. One RE2 scan
     (~12 ms for 16 MiB) and one memchr; a spelling quoted as a value, not a key, only
     costs reading it."""
-    escaped = b"\\" in text and b"\\u" in bytes(text)
+    escaped = b"\\" in text and b"\\u" in text
     pattern = _unread_pattern(read)
     if escaped or pattern is None or not _matches(text, pattern):
         return frozenset(), escaped
-    raw = bytes(text)
-    return frozenset(k for k in _ALL_SPELLINGS - read if f'"{k}"'.encode() in raw), False
+    return frozenset(k for k in _ALL_SPELLINGS - read if f'"{k}"'.encode() in text), False
 
 
 def _matches(text: SliceText, pattern: str) -> bool:
