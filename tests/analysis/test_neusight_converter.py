@@ -60,3 +60,42 @@ def test_calibration_makes_the_iteration_the_measured_time(tmp_path: Path) -> No
         "JOIN host_events AS h ON h.run_id = k.run_id AND h.event_id = k.op_event_id "
         "WHERE k.kind = 'kernel'").fetchall()
     assert kernels > 1000 and with_shapes > 0
+
+
+def test_label_nodes_are_read_as_gemms_by_hand() -> None:
+    import label_vs_rows
+
+    def node(op: str, target: str, shapes: str, out: str) -> dict[str, str]:
+        return {"op": op, "target": target, "input_shapes": shapes, "output_shape": out,
+                "dtype": "torch.float32"}
+
+    dense = node("call_module", "bert.encoder.layer.0.intermediate.dense",
+                 "[[16, 512, 1024]]", "(16, 512, 4096)")
+    assert label_vs_rows.node_shape(dense) == (1, 16 * 512, 1024, 4096)
+    scores = node("call_function", "<built-in method matmul of type object at 0x1>",
+                  "[[16, 16, 512, 64], [16, 16, 64, 512]]", "(16, 16, 512, 512)")
+    assert label_vs_rows.node_shape(scores) == (256, 512, 64, 512)
+    norm = node("call_module", "bert.embeddings.LayerNorm", "[[16, 512, 1024]]",
+                "(16, 512, 1024)")
+    assert label_vs_rows.node_shape(norm) is None
+
+
+def test_the_p4_labels_run_its_rows_gemm_slower() -> None:
+    # one node read by hand: BERT-Large b16's intermediate dense, (8192 x 1024) @ (1024 x
+    # 4096), 27.94 ms in the P4's label; linear.csv's P4 row B=1 M=8192 N=1024 K=4096
+    import csv
+
+    import label_vs_rows
+
+    label = _label("bert_large-inf-512-16", "Tesla_P4")
+    [dense] = [r for r in label.rows if r["Name"] == "bert_encoder_layer_0_intermediate_dense"]
+    with open(label_vs_rows.TEST / "linear.csv", newline="") as fh:
+        [row] = [r for r in csv.DictReader(fh) if r["Device"] == "Tesla P4"
+                 and (r["B"], r["M"], r["N"], r["K"]) == ("1", "8192", "1024", "4096")]
+    by_hand = float(dense["fw_latency"]) / float(row["Latency"])
+    assert 1.8 < by_hand < 2.1
+    ratios = label_vs_rows.ratios()
+    assert any(r == pytest.approx(by_hand) for r, _, _ in ratios["Tesla_P4"])
+    p4 = sorted(r for r, _, _ in ratios["Tesla_P4"])
+    v100 = sorted(r for r, _, _ in ratios[V100])
+    assert p4[len(p4) // 2] > 1.5 and 0.9 < v100[len(v100) // 2] < 1.1
