@@ -289,3 +289,41 @@ def test_report_in_headless_chromium(demo_report: Path, tmp_path: Path) -> None:
         keep.mkdir(parents=True, exist_ok=True)
         for p in shots.iterdir():
             shutil.copy(p, keep / p.name)
+
+
+def _close(a: list[tuple], b: list[tuple]) -> bool:
+    """Row lists equal, floats to 12 significant digits (DuckDB's parallel sums may add
+    in another order in another plan)."""
+    def key(row: tuple) -> tuple:
+        return tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
+    return len(a) == len(b) and sorted(map(key, a), key=repr) == sorted(map(key, b), key=repr)
+
+
+def test_shared_views_are_kept_for_every_run_only_and_hold_the_views_rows(
+        demo_warehouse: Path) -> None:
+    import etl
+    from etl.present.report.data import SHARED_VIEWS, select_runs, share_views
+
+    readers = ("tc_amdahl", "batch_scaling", "instrument_comparison", "run_utilization",
+               "instrument_overhead", "gpu_utilization")
+    plain = etl.connect(demo_warehouse)
+    con = etl.connect(demo_warehouse)
+    try:
+        runs = select_runs(con, [], None)
+        temporary = "SELECT count(*) FROM duckdb_tables() WHERE temporary"
+        assert not share_views(con, runs[:2])
+        assert con.execute(temporary).fetchall() == [(0,)]
+        assert share_views(con, list(reversed(runs)))
+        assert con.execute(temporary).fetchall() == [(len(SHARED_VIEWS),)]
+        [(database,)] = con.execute("SELECT current_database()").fetchall()
+        for view in SHARED_VIEWS:
+            kept = f'FROM temp.main."{view}"'
+            stored = f'FROM "{database}".main."{view}"'
+            assert con.execute(f"{kept} EXCEPT ALL {stored}").fetchall() == [], view
+            assert con.execute(f"{stored} EXCEPT ALL {kept}").fetchall() == [], view
+        for reader in readers:  # the views above them read the kept rows: same answers
+            query = f"SELECT * FROM {reader}"
+            assert _close(con.execute(query).fetchall(), plain.execute(query).fetchall()), reader
+    finally:
+        con.close()
+        plain.close()

@@ -67,7 +67,7 @@ def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[st
     from etl.analysis.critical_path import missing
     from etl.api import connect, costs, critical_path
     from etl.core.errors import EtlError
-    from etl.present.report.data import select_runs
+    from etl.present.report.data import select_runs, share_views
     from etl.warehouse.store import Warehouse
 
     con = connect(warehouse)
@@ -84,6 +84,7 @@ def write_report(warehouse: str | os.PathLike[str], out: Path, runs: Sequence[st
         if not chosen:
             raise EtlError("no runs to report on" + (f" (--where {where!r} matched none)"
                                                      if where else "; ingest some first"))
+        share_views(con, chosen)
         html = render(con, chosen, Path(os.fspath(warehouse)).name, forecast)
     finally:
         con.close()
