@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 KERNEL_CATS = frozenset({"kernel", "Kernel"})
-LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+# kineto writes the runtime/driver calls of other backends as it writes cuda_runtime
+# (output_json.cpp): XPU, PrivateUse1 devices, MTIA
+LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "xpu_runtime", "xpu_driver",
+                         "privateuse1_runtime", "privateuse1_driver", "mtia_runtime"})
 MEM_CATS = frozenset({"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"})
 STEP_CATS = frozenset({"cpu_op", "user_annotation"})
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)")
