@@ -265,3 +265,26 @@ def test_an_export_whose_schema_lies_past_the_first_64_kib_is_recognised(
     import duckdb
     con2 = duckdb.connect(str(tmp_path / "wh" / "warehouse.duckdb"), read_only=True)
     assert con2.execute("SELECT count(*), min(dur_ns) FROM kernels").fetchone() == (1, 500)
+
+
+def test_current_exports_sms_active_is_sm_active(tmp_path: Path) -> None:
+    """Current nsys names the metric "SMs Active [Throughput %]" (older: "SM Active"):
+    both are sm_active, a ratio, whatever the spelling."""
+    path = tiny_export(tmp_path / "m.sqlite", 1_745_524_738_000_000_000)
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, metricId INT, metricName TEXT);
+        CREATE TABLE GPU_METRICS (timestamp INT, typeId INT, metricId INT, value INT);
+        INSERT INTO TARGET_INFO_GPU_METRICS VALUES (65536, 1, 'SMs Active [Throughput %]'),
+                                                   (65537, 1, 'SM Active [Throughput %]');
+        INSERT INTO GPU_METRICS VALUES (1000, 65536, 1, 40), (1000, 65537, 1, 75);
+    """)
+    con.commit()
+    con.close()
+    parts: list[Any] = []
+    sinks = Sinks(lambda t: None, lambda t: None, lambda t: None, lambda: None,
+                  lambda name, table: parts.append(table))
+    ingest_sqlite(path, 2, None, tmp_path / "spill", sinks, PipelineOptions(workers=1))
+    samples = sorted((s["device_index"], s["metric"], s["value"], s["unit"])
+                     for part in parts for s in part.to_pylist())
+    assert samples == [(0, "sm_active", 0.4, "ratio"), (1, "sm_active", 0.75, "ratio")]
