@@ -120,21 +120,47 @@ def _parse_values_slowly(s: pa.Array, na: pa.Array) -> tuple[pa.Array, str | Non
     return pc.cast(numbers, pa.float64()), (units[0] if units else None), bad
 
 
+# What DCGM returns for a field it has no value of (dcgm_structs.h, DCGM_BLANK_VALUES):
+# blank, not found, not supported, not permissioned. dcgmi prints them as N/A; the
+# exporter prints the numbers (its README's sample: DCGM_FI_DEV_MEMORY_TEMP
+# 9223372036854775794). Integers: 0x7ffffff0 + k (int32), from 0x7ffffffffffffff0 (int64,
+# above 2^63 - 16 once read as a double); doubles: 2^47 + k.
+DCGM_BLANKS = (*(float(0x7FFFFFF0 + k) for k in range(4)),
+               *(float(2 ** 47 + k) for k in range(4)))
+DCGM_INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)
+
+
+def without_dcgm_blanks(values: pa.Array) -> tuple[pa.Array, int]:
+    """(values with DCGM's no-value sentinels NULL, how many there were)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    blank = pc.fill_null(pc.or_(pc.is_in(values, value_set=pa.array(DCGM_BLANKS)),
+                                pc.greater_equal(values, DCGM_INT64_BLANK)), False)
+    count = pc.sum(blank.cast(pa.int64())).as_py() or 0
+    return (pc.if_else(blank, pa.scalar(None, pa.float64()), values) if count else values,
+            count)
+
+
 def convert(section: str, column: MetricColumn
-            ) -> tuple[pa.Array, str, str | None, str | None, int]:
-    """(values in the canonical unit, metric, canonical unit, reported unit, bad values)."""
+            ) -> tuple[pa.Array, str, str | None, str | None, int, int]:
+    """(values in the canonical unit, metric, canonical unit, reported unit, bad values,
+    DCGM no-value sentinels made NULL)."""
     import pyarrow.compute as pc
 
     metric, default_unit = canonical(section, column.name)
     values, suffix, bad = parse_values(column.texts)
+    blanks = 0
+    if section == "dcgm":
+        values, blanks = without_dcgm_blanks(values)
     reported = column.header_unit or suffix or default_unit
     unit = field_map("monitor")["units"].get(reported or "")
     if unit is None:
-        return values, metric, reported, reported, bad
+        return values, metric, reported, reported, bad, blanks
     factor = unit["factor"]
     scaled = (pc.divide(values, round(1 / factor)) if factor < 1
               else pc.multiply(values, factor))  # 35 % -> 0.35 exactly, not 0.35000000000000003
-    return scaled, metric, unit["unit"], reported, bad
+    return scaled, metric, unit["unit"], reported, bad, blanks
 
 
 @dataclass
@@ -337,10 +363,11 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
         "ts_ns": clock.ts_ns, "clock_ts_ns": clock.clock_ts_ns, "clock": clock.clock,
     }
     parts = []
-    bad_total = 0
+    bad_total = blank_total = 0
     for column in frame.metrics:
-        values, metric, unit, reported, bad = convert(frame.section, column)
+        values, metric, unit, reported, bad, blanks = convert(frame.section, column)
         bad_total += bad
+        blank_total += blanks
         n = frame.rows
         parts.append(pa.table({
             "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n), **keys,
@@ -351,6 +378,10 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
     if bad_total:
         frame.anomalies.append(("unparsed_value", f"{what}: {bad_total} value(s) are not "
                                 "numbers; kept as NULL"))
+    if blank_total:
+        frame.anomalies.append(("dcgm_no_value", f"{what}: {blank_total} value(s) are DCGM's "
+                                "blank / not found / not supported / not permissioned "
+                                "sentinels (dcgmi prints them as N/A); kept as NULL"))
     return pa.concat_tables(parts) if parts else _empty()
 
 

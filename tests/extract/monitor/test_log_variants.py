@@ -76,3 +76,26 @@ def test_prometheus_millisecond_timestamps_and_a_torn_line(tmp_path: Path) -> No
     assert [(r["ts_ns"], r["value"]) for r in rows] == [
         (1795514400_000_000_000, 0.5), (1795514401_500_000_000, 0.25)]
     assert {r["clock"] for r in rows} == {"utc"} and "1 line(s)" in kinds["torn_rows"]
+
+
+def test_dcgm_no_value_sentinels_are_null_and_counted(tmp_path: Path) -> None:
+    # the exporter prints what DCGM returns for a field without a value: its README's
+    # sample has DCGM_FI_DEV_MEMORY_TEMP 9223372036854775794 (int64 not supported);
+    # 140737488355330 is 2^47 + 2 (double not supported), 2147483633 int32 not found
+    text = ('DCGM_FI_DEV_GPU_TEMP{gpu="0"} 9223372036854775794 1795514400000\n'
+            'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 41 1795514400000\n'
+            'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu="0"} 140737488355330 1795514400000\n'
+            'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{gpu="1"} 0.123 1795514400000\n'
+            'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 2147483633 1795514400000\n'
+            'DCGM_FI_DEV_POWER_USAGE{gpu="1"} 2147483.5 1795514400000\n')
+    path = tmp_path / "scrape.prom"
+    path.write_text(text)
+    part = read_samples([path], {}, 0)
+    by = {(r["metric"], r["device_index"]): r["value"]
+          for r in part.tables["gpu_samples"].to_pylist()}
+    assert by[("temperature_c", 0)] is None and by[("temperature_c", 1)] == 41.0
+    assert by[("tensor_active", 0)] is None and by[("tensor_active", 1)] == 0.123
+    assert by[("power_w", 0)] is None and by[("power_w", 1)] == 2147483.5
+    details = [a["detail"] for a in part.anomalies.to_pylist() if a["kind"] == "dcgm_no_value"]
+    assert len(details) == 3 and all("1 value(s)" in d for d in details)
+    assert not any(a["kind"] == "unparsed_value" for a in part.anomalies.to_pylist())
