@@ -38,7 +38,7 @@ from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_ste
                                      link_host, pass_2_files)
 from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
-from etl.extract.nsys.spill import Names, Spilled, StepRanges, spill_export
+from etl.extract.nsys.spill import GRAPH_NAME, GRAPH_TABLE, Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.decode import Export
 from etl.extract.nsys.collectives import NcclRanges
 from etl.extract.nsys.syncs import read_syncs
@@ -139,6 +139,14 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     cause = _no_gpu_activity(spilled)
     if cause is not None:
         anomalies.append(no_gpu_activity(cause))
+    graphs = export.count(GRAPH_TABLE)
+    if graphs:
+        anomalies.append(("cuda_graph_traced_whole", None, (
+            f"{graphs} CUDA graph execution(s) traced as a whole (nsys --cuda-graph-trace=graph, "
+            f"its default): each is one kernels row named {GRAPH_NAME} over the graph's span, "
+            "counted as busy time with any gaps between its nodes; the kernels inside (names, "
+            "launch geometry, count) are not in the export: profile with "
+            "--cuda-graph-trace=node for them")))
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in samples_read():
         sinks.table("gpu_samples", samples)

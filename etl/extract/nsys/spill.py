@@ -36,6 +36,11 @@ SCATTER_ROWS = 1 << 19    # rows split into partitions at once (~80 MB of GPU ro
 _CALLS = (("CUPTI_ACTIVITY_KIND_RUNTIME", 0), ("CUPTI_ACTIVITY_KIND_DRIVER", 1))
 _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"))
+# CUDA graphs traced whole (nsys --cuda-graph-trace=graph, its default where available):
+# one row per graph execution on its stream, none for the kernels inside. Each becomes a
+# kernels row named GRAPH_NAME over the execution's span, linked to its cudaGraphLaunch by
+# correlation id (read.py flags them: cuda_graph_traced_whole).
+GRAPH_TABLE, GRAPH_NAME = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "[CUDA graph]"
 _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
                   "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
                   "dynamic_shared", "bytes", "copy_kind")
@@ -44,7 +49,7 @@ _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "gr
 def gpu_texts() -> list[str]:
     """The names nsys leaves to the reader: copies by kind, sets."""
     kinds = [*field_map("nsys")["copy_kinds"].values(), "Unknown"]
-    return [*(f"[CUDA memcpy {kind}]" for kind in kinds), "[CUDA memset]"]
+    return [*(f"[CUDA memcpy {kind}]" for kind in kinds), "[CUDA memset]", GRAPH_NAME]
 
 
 class Names:
@@ -318,6 +323,9 @@ def spill_gpu(export: Export, names: Names, folder: Path, parts: Partitioning, o
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
                 gpu.write(_gpu_batch(batch, GPU_KINDS.index(kind), names, found, offset))
+        for batch in export.batches(GRAPH_TABLE, "activity", _types(*_ACTIVITY_KEYS)):
+            gpu.write(_gpu_batch(batch, GPU_KINDS.index("kernel"), names, found, offset,
+                                 graph=True))
     return found
 
 
@@ -327,12 +335,12 @@ def partitioning(export: Export, part_rows: int) -> Partitioning:
     rows), over the range of correlation ids of the first and last rows of the call and
     activity tables (ids count up as calls are made; an id outside the range goes to the
     first or last partition)."""
+    gpu_tables = [*(table for table, _ in _ACTIVITIES), GRAPH_TABLE]
     calls = sum(export.count(table) for table, _ in _CALLS)
-    activities = sum(export.count(table) for table, _ in _ACTIVITIES)
+    activities = sum(export.count(table) for table in gpu_tables)
     ends = [end for table, section in ((t, "calls") for t, _ in _CALLS)
             for end in export.correlation_ends(table, section)]
-    ends += [end for table, _ in _ACTIVITIES
-             for end in export.correlation_ends(table, "activity")]
+    ends += [end for table in gpu_tables for end in export.correlation_ends(table, "activity")]
     parts = 1 + (activities + calls) // part_rows
     if not ends:
         return Partitioning(parts)
@@ -383,9 +391,10 @@ def _host_batch(cols: dict[str, pa.Array], codes: pa.Array, category: int, found
 
 
 def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: GpuSpilled,
-               offset: int) -> pa.Table:
+               offset: int, graph: bool = False) -> pa.Table:
     """GPU rows with their kind (GPU_KINDS) and name as codes: strings are only made when
-    the joined rows are written (the spill, partitioning and join move integers)."""
+    the joined rows are written (the spill, partitioning and join move integers).
+    `graph`: rows of GRAPH_TABLE, named GRAPH_NAME."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -401,7 +410,8 @@ def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: GpuSpi
         "event_id": pa.array(np.arange(first, first + n, dtype=np.int64)),
         "kind": pa.repeat(pa.scalar(kind, pa.int8()), n),
         "device_id": cols["device"].cast(pa.int32()), "stream_id": cols["stream"],
-        "name": _activity_names(cols, GPU_KINDS[kind], names),
+        "name": (names.codes_of(GRAPH_NAME, n) if graph
+                 else _activity_names(cols, GPU_KINDS[kind], names)),
         "ts_ns": pc.add(cols["start"], offset),
         "dur_ns": pc.subtract(cols["end"], cols["start"]),
         "correlation_id": cols["correlation"], "external_id": pa.nulls(n, pa.int64()),

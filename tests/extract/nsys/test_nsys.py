@@ -288,3 +288,45 @@ def test_current_exports_sms_active_is_sm_active(tmp_path: Path) -> None:
     samples = sorted((s["device_index"], s["metric"], s["value"], s["unit"])
                      for part in parts for s in part.to_pylist())
     assert samples == [(0, "sm_active", 0.4, "ratio"), (1, "sm_active", 0.75, "ratio")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_cuda_graphs_traced_whole_are_busy_and_flagged(tmp_path: Path, workers: int) -> None:
+    """nsys --cuda-graph-trace=graph (its default) writes one GRAPH_TRACE row per graph
+    execution and no kernel rows for its nodes (nsys SQLite schema reference). By hand:
+    the 500 ns kernel and the 6 000 ns graph launched by cudaGraphLaunch (correlation 6)
+    are 6 500 ns busy in the export's one window, 100-8 000 ns (no NVTX steps)."""
+    path = tiny_export(tmp_path / "g.sqlite", 1_745_524_738_000_000_000)
+    con = sqlite3.connect(path)
+    con.executescript("""
+        INSERT INTO StringIds VALUES (3, 'cudaGraphLaunch');
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (1700, 1800, 7, 6, 3);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start INTEGER NOT NULL,
+            end INTEGER NOT NULL, deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,
+            greenContextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER,
+            globalPid INTEGER, graphId INTEGER NOT NULL, graphExecId INTEGER NOT NULL);
+        INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (2000, 8000, 0, 1, NULL, 7, 6,
+            NULL, 12, 34);
+    """)
+    con.commit()
+    con.close()
+    got: dict[str, list[dict]] = {}
+    sinks = Sinks(lambda t: got.setdefault("host", []).extend(t.to_pylist()),
+                  lambda t: got.setdefault("kernels", []).extend(t.to_pylist()),
+                  lambda t: got.setdefault("anomalies", []).extend(t.to_pylist()),
+                  lambda: None, lambda name, table: None)
+    ingest_sqlite(path, 2, None, tmp_path / "spill", sinks, PipelineOptions(workers=workers))
+    kernels = sorted((k["name"], k["kind"], k["dur_ns"], k["correlation_id"],
+                      k["launch_event_id"] is not None) for k in got["kernels"])
+    assert kernels == [("[CUDA graph]", "kernel", 6000, 6, True), ("k", "kernel", 500, 5, True)]
+    [flag] = [a for a in got["anomalies"] if a["kind"] == "cuda_graph_traced_whole"]
+    assert flag["detail"].startswith("1 CUDA graph execution(s)")
+    assert "--cuda-graph-trace=node" in flag["detail"]
+    if workers == 1:
+        import etl
+
+        (tmp_path / "run").mkdir()
+        path.rename(tmp_path / "run" / "report.sqlite")
+        etl.ingest(tmp_path / "run", tmp_path / "wh", jobs=1)
+        assert etl.connect(tmp_path / "wh").execute(
+            "SELECT busy_ns, window_ns FROM gpu_utilization").fetchall() == [(6500, 7900)]
