@@ -364,10 +364,13 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
     }
     parts = []
     bad_total = blank_total = 0
+    unknown: dict[str, str] = {}   # metric -> a unit the catalog does not know
     for column in frame.metrics:
         values, metric, unit, reported, bad, blanks = convert(frame.section, column)
         bad_total += bad
         blank_total += blanks
+        if reported is not None and reported not in field_map("monitor")["units"]:
+            unknown[metric] = reported
         n = frame.rows
         parts.append(pa.table({
             "source_id": pa.repeat(pa.scalar(source_id, pa.int32()), n), **keys,
@@ -378,6 +381,10 @@ def to_table(frame: Frame, source_id: int, timezone: str | None, what: str) -> p
     if bad_total:
         frame.anomalies.append(("unparsed_value", f"{what}: {bad_total} value(s) are not "
                                 "numbers; kept as NULL"))
+    if unknown:
+        frame.anomalies.append(("unknown_unit", f"{what}: " + ", ".join(
+            f"{metric} in {unit!r}" for metric, unit in sorted(unknown.items()))
+            + ": units the monitor catalog does not know; the values kept as written"))
     if blank_total:
         frame.anomalies.append(("dcgm_no_value", f"{what}: {blank_total} value(s) are DCGM's "
                                 "blank / not found / not supported / not permissioned "

@@ -99,3 +99,21 @@ def test_dcgm_no_value_sentinels_are_null_and_counted(tmp_path: Path) -> None:
     details = [a["detail"] for a in part.anomalies.to_pylist() if a["kind"] == "dcgm_no_value"]
     assert len(details) == 3 and all("1 value(s)" in d for d in details)
     assert not any(a["kind"] == "unparsed_value" for a in part.anomalies.to_pylist())
+
+
+def test_dmon_gpm_metrics_are_dcgm_s_profiling_quantities(tmp_path: Path) -> None:
+    # nvidia-smi dmon --gpm-metrics=1,2,3,5,20 on a Hopper GPU (the header and units rows as
+    # `nvidia-smi dmon --help` names them); "-" before the first GPM interval ends
+    text = ("# gpu    pwr     sm   gract  smutil   smocc  mmaact     pcitx  mystery\n"
+            "# Idx      W      %   GPM:%   GPM:%   GPM:%   GPM:% GPM:MiB/s     GPM:x\n"
+            "    0     12      0       -       -       -       -         -        -\n"
+            "    0    312     99      97      88      35      12         2        7\n")
+    rows, kinds = _read(tmp_path, text, "dmon.log")
+    assert _values(rows, "gr_engine_active") == [None, 0.97]
+    assert _values(rows, "sm_active") == [None, 0.88]
+    assert _values(rows, "sm_occupancy") == [None, 0.35]
+    assert _values(rows, "tensor_active") == [None, 0.12]
+    assert _values(rows, "pcie_tx_bytes_per_s") == [None, 2 * 1048576.0]
+    # a unit the catalog does not know is kept as written, and said
+    assert _values(rows, "mystery") == [None, 7.0]
+    assert "mystery in 'GPM:x'" in kinds["unknown_unit"]
