@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 NA_TEXTS = ("N/A", "[N/A]", "[Not Supported]", "[Unknown Error]", "-", "NaN", "nan", "")
+_HEX = r"^0[xX][0-9a-fA-F]{1,16}$"   # nvidia-smi writes bitmasks so: 0x0000000000000004
 _NUMBER = r"^(?P<num>[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[A-Za-z%]*)$"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -112,6 +113,11 @@ def _parse_values_slowly(s: pa.Array, na: pa.Array) -> tuple[pa.Array, str | Non
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    hex_values = pc.match_substring_regex(s, _HEX)
+    if pc.all(pc.or_(hex_values, na)).as_py():  # bitmasks (clocks_event_reasons.*)
+        return pa.array([None if t is None or not h else float(int(t, 16))
+                         for t, h in zip(s.to_pylist(), hex_values.to_pylist())],
+                        pa.float64()), None, 0
     parts = pc.extract_regex(s, _NUMBER)
     numbers = pc.struct_field(parts, "num")
     bad = pc.sum(pc.and_(pc.invert(na), pc.is_null(parts)).cast(pa.int64())).as_py() or 0

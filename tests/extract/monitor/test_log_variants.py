@@ -117,3 +117,14 @@ def test_dmon_gpm_metrics_are_dcgm_s_profiling_quantities(tmp_path: Path) -> Non
     # a unit the catalog does not know is kept as written, and said
     assert _values(rows, "mystery") == [None, 7.0]
     assert "mystery in 'GPM:x'" in kinds["unknown_unit"]
+
+
+def test_smi_bitmasks_in_hex_are_numbers(tmp_path: Path) -> None:
+    # clocks_event_reasons.active: nvidia-smi writes the reasons bitmask in hex
+    text = ("timestamp, index, clocks_event_reasons.active, utilization.gpu [%]\n"
+            "2025/05/01 12:00:00.123, 0, 0x0000000000000000, 97 %\n"
+            "2025/05/01 12:00:01.124, 0, 0x0000000000000004, 98 %\n"
+            "2025/05/01 12:00:02.125, 0, [N/A], 99 %\n")
+    rows, kinds = _read(tmp_path, text, "smi.csv", timezone="UTC")
+    assert _values(rows, "clocks_event_reasons.active") == [0.0, 4.0, None]
+    assert "unparsed_value" not in kinds
