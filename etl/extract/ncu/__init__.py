@@ -16,6 +16,9 @@ from etl.extract.registry import Format
 REP_MAGIC = b"NVR\x00"  # first bytes of every .ncu-rep in ../shared/corpus/ncu
 _CSV_HEADER = re.compile(rb'(?m)^"ID","Process ID","Process Name"[^\r\n]*')
 _TEXT_SECTION = re.compile(rb"(?m)^ {4}Section: \S")
+# ncu --print-summary per-kernel|per-gpu --csv: no ID, Invocations and Minimum/Maximum/Average
+_SUMMARY_HEADER = re.compile(rb'(?m)^"Process ID","Process Name"[^\r\n]*"Invocations"'
+                             rb'[^\r\n]*"Average"')
 _TEXT_RULE = re.compile(rb"(?m)^ {4}-{3,} -{3,}")
 # ncu's own notices that mean no export follows: an error, or nothing profiled
 _NO_EXPORT = re.compile(rb"(?m)^==ERROR== |^==WARNING== No kernels were profiled")
@@ -30,6 +33,7 @@ def looks_like_ncu(head: bytes) -> str | None:
     "ncu_rep" (binary report, magic NVR\\0), "ncu_details_csv" (long: Section/Metric
     Name/Unit/Value columns), "ncu_raw_csv" (wide: one column per metric, units row),
     "ncu_text" (the human-readable page, which is refused with the command that exports CSV),
+    "ncu_summary_csv" (--print-summary: aggregates over launches, refused the same way),
     or "ncu_console" (ncu's ==ERROR== / "No kernels were profiled" notices with no export:
     what `ncu --csv ... > out.csv` leaves when profiling fails).
     """
@@ -40,6 +44,8 @@ def looks_like_ncu(head: bytes) -> str | None:
         line = header.group()
         details = (b'"Metric Name"', b'"Metric Value"', b'"Section Name"', b'"Metric Unit"')
         return "ncu_details_csv" if any(c in line for c in details) else "ncu_raw_csv"
+    if _SUMMARY_HEADER.search(head.replace(b"\xef\xbb\xbf", b"", 1)):
+        return "ncu_summary_csv"
     if _TEXT_SECTION.search(head) and _TEXT_RULE.search(head):
         return "ncu_text"
     if _NO_EXPORT.search(head):
@@ -80,6 +86,14 @@ FORMATS = (
         recognised_by="indented 'Section:' headings with dashed rules",
         fills=(), sniff=_is("ncu_text"), reader=READER,
         refused="export CSV instead: ncu --import REPORT.ncu-rep --csv --page raw"),
+    Format(
+        name="ncu_summary_csv", family="ncu", role="counters",
+        reads="ncu --print-summary per-kernel --csv: each metric's minimum, maximum and "
+              "average over a kernel's launches (refused: no launch to match)",
+        recognised_by='a CSV header "Process ID","Process Name",... with Invocations and '
+                      "Minimum / Maximum / Average columns, no ID",
+        fills=(), sniff=_is("ncu_summary_csv"), reader=READER,
+        refused="export every launch instead: ncu --import REPORT.ncu-rep --csv --page raw"),
     Format(
         name="ncu_console", family="ncu", role="counters",
         reads="what `ncu --csv ... > out.csv` leaves when profiling fails: ncu's notices and "

@@ -21,6 +21,7 @@ from typing import Any
 from etl.core.errors import InputError
 from etl.extract.registry import NotThisFormat
 from etl.extract.ncu.export import (
+    NOT_AVAILABLE,
     Anomaly,
     MetricRows,
     NcuExport,
@@ -166,6 +167,8 @@ def _kernel_row(path: Path, index: dict[str, int], fields: list[str], line: int,
 
 
 def _int_field(path: Path, column: str, text: str | None, line: int) -> int | None:
+    if column != "ID" and text is not None and text.strip() in NOT_AVAILABLE:
+        return None  # a range result (--replay-mode range) has no single stream
     try:
         value = parse_int(text)
     except ValueError:
@@ -198,11 +201,27 @@ def _add_kernel(kernels: dict[int, dict[str, Any]], row: dict[str, Any], line: i
                 anomalies: list[Anomaly]) -> int:
     ncu_id: int = row["ncu_id"]
     known = kernels.setdefault(ncu_id, row)
+    if known is row and _is_range(row):
+        anomalies.append(("ncu_range_result", ncu_id, f"line {line}: a range result "
+                          "(--replay-mode range or app-range): its metrics are totals over "
+                          "every launch inside the range, not one kernel's; it matches no "
+                          "trace kernel"))
     if known is not row and known["kernel_name"] != row["kernel_name"]:
         anomalies.append(("ncu_id_conflict", ncu_id, f"line {line}: kernel name "
                           f"{row['kernel_name']!r} differs from {known['kernel_name']!r}; "
                           "first kept"))
     return ncu_id
+
+
+def _is_range(row: dict[str, Any]) -> bool:
+    """ncu names a range result "range" and gives it no launch shape."""
+    return bool(row["kernel_name"] == "range" and row.get("block_x") is None
+                and row.get("grid_x") is None)
+
+
+# NVTX columns of `ncu --nvtx` ("thread Domain:Push/Pop_Range:...", "Id:Domain:Start/
+# Stop_Range:..."): the ranges around each launch, text, not metrics
+_NVTX_COLUMN = re.compile(r"Domain:(?:Push/Pop|Start/Stop)_Range")
 
 
 # ---- details page -----------------------------------------------------------------------
@@ -270,7 +289,10 @@ def _finish(path: Path, fmt: str, kernels: dict[int, dict[str, Any]], metrics: M
 def _read_raw(path: Path, header: list[str], place: str, rows: Rows,
               anomalies: list[Anomaly]) -> NcuExport:
     index = _header_index(path, header, place)
-    metric_columns = [i for i, name in enumerate(header) if name not in IDENTITY_COLUMNS]
+    nvtx = [name for name in header if _NVTX_COLUMN.search(name)]
+    _unknown_columns(nvtx, set(), anomalies)
+    metric_columns = [i for i, name in enumerate(header)
+                      if name not in IDENTITY_COLUMNS and name not in nvtx]
     if not metric_columns:
         raise InputError(path, "header has no metric columns (only kernel identity)",
                          place, "profile with --metrics or a section set, "

@@ -79,6 +79,9 @@ def convert_unit(reported: str) -> tuple[str | None, Decimal]:
 
 # ---- values -----------------------------------------------------------------------------
 
+# --print-metric-instances values|details: the metric's value, then its instances in
+# parentheses ("12 (FFMA: 8; IMAD: 4)", "0.75 (0.5; 1; 0.75)"): the value is the first number
+_INSTANCES = re.compile(r"\s+\([^()]*\)$")
 _NUMBER = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?(?:[eE][+-]?\d+)?|[+-]?\.\d+")
 
 
@@ -169,7 +172,7 @@ class MetricRows:
     def value(self, ncu_id: int, name: str, text: str | None, unit: str | None,
               factor: Decimal, place: str) -> float | None:
         stripped = (text or "").strip()
-        number = parse_number(stripped)
+        number = parse_number(_INSTANCES.sub("", stripped))
         if number is not None:
             return float(number * factor)
         if stripped in NOT_AVAILABLE or (not stripped and unit is not None):

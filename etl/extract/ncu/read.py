@@ -75,6 +75,11 @@ def _read_one(path: Path) -> NcuExport:
     kind = looks_like_ncu(read_head(path))
     if kind == "ncu_console":
         raise decode_csv.console_output(path)
+    if kind == "ncu_summary_csv":
+        raise InputError(path, "ncu --print-summary output: each metric's minimum, maximum "
+                         "and average over a kernel's launches, with no launch ID to match",
+                         None, "export every launch: ncu --import REPORT.ncu-rep --csv "
+                         "--page raw")
     if kind == "ncu_rep":
         return decode_rep.read_rep(path)
     if kind in ("ncu_details_csv", "ncu_raw_csv", "ncu_text"):

@@ -522,3 +522,60 @@ def test_no_kernels_profiled_csv_is_refused_with_ncu_warnings() -> None:
         "ncu wrote no export, only its warnings: ==WARNING== No kernels were profiled. | "
         "==WARNING== Profiling kernels launched by child processes requires the "
         "--target-processes all option.")
+
+
+_NVTX = ('"thread Domain:Push/Pop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg",'
+         '"Id:Domain:Start/Stop_Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg"')
+
+
+def test_range_results_keep_their_totals_and_say_so(tmp_path: Path) -> None:
+    # ncu 2025.3 --replay-mode app-range --nvtx, details page: Stream "n/a", no launch
+    # shape, kernel name "range" (the layout of a public capture's fixture)
+    head = ('"ID","Process ID","Process Name","Host Name",' + _NVTX + ',"Kernel Name",'
+            '"Context","Stream","Device","CC","Section Name","Metric Name","Metric Unit",'
+            '"Metric Value"\n')
+    row = ('"0","4242","python","h","","0:<default domain>:step","range","1","n/a","0",'
+           '"10.0","Command line profiler metrics",')
+    path = tmp_path / "range.csv"
+    path.write_text(head + row + '"gpu__time_duration.avg","ns","123480704"\n'
+                    + row + '"sm__throughput.avg.pct_of_peak_sustained_elapsed","%","0.14"\n')
+    export = only(read_ncu([path]))
+    [kernel] = export.kernels.to_pylist()
+    assert (kernel["kernel_name"], kernel["stream_id"], kernel["duration_ns"]) == (
+        "range", None, 123480704)
+    kinds = [a[0] for a in export.anomalies]
+    assert "ncu_range_result" in kinds and kinds.count("ncu_unknown_column") == 2
+
+
+def test_metric_instances_keep_the_value_and_nvtx_columns_are_not_metrics(
+        tmp_path: Path) -> None:
+    # --page raw --print-metric-instances values --nvtx: "12 (FFMA: 8; IMAD: 4)" is the
+    # value 12 and its instances
+    path = tmp_path / "raw.csv"
+    path.write_text(
+        '"ID","Process ID","Process Name","Host Name",' + _NVTX + ',"Kernel Name","Context",'
+        '"Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum",'
+        '"sass__inst_executed_per_opcode","TPC.TriageCompute.sm__cycles_active.avg"\n'
+        '"","","","","","","","","","","","","","ns","inst",""\n'
+        '"0","4242","python","h","<default domain>:ProfilerStep#3","","k","1","7",'
+        '"(256, 1, 1)","(80, 1, 1)","0","9.0","2,000","12 (FFMA: 8; IMAD: 4)",'
+        '"0.75 (0.5; 1; 0.75)"\n')
+    export = only(read_ncu([path]))
+    values = {r["metric_name"]: r["value"] for r in export.metrics.to_pylist()}
+    assert values == {"gpu__time_duration.sum": 2000.0, "sass__inst_executed_per_opcode": 12.0,
+                      "TPC.TriageCompute.sm__cycles_active.avg": 0.75}
+    assert [a[0] for a in export.anomalies].count("ncu_unknown_column") == 2
+
+
+def test_print_summary_output_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "summary.csv"
+    path.write_text('"Process ID","Process Name","Host Name","Kernel Name","Block Size",'
+                    '"Grid Size","Device","CC","Invocations","Section Name","Metric Name",'
+                    '"Metric Unit","Minimum","Maximum","Average"\n'
+                    '"1","bench","h","saxpy","(256, 1, 1)","(4096, 1, 1)","0","9.0","14",'
+                    '"Command line profiler metrics","gpu__time_duration.sum","nsecond",'
+                    '"3,104.00","3,520.00","3,260.57"\n')
+    assert looks_like_ncu(path.read_bytes()) == "ncu_summary_csv"
+    with pytest.raises(InputError, match="--print-summary output") as caught:
+        read_ncu([path])
+    assert "--page raw" in str(caught.value) and "\n" not in str(caught.value)
