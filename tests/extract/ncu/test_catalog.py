@@ -102,7 +102,7 @@ def test_averages_percentages_and_zeros() -> None:
     assert k1["tc_issue_util"] == 0.0 and k1["tc_issue_util_null_reason"] is None
     assert k1["smsp_active_util"] is None
     assert k1["smsp_active_util_null_reason"] == (
-        "smsp_active_cycles: none of the 3 sm_80 counters for smsp_active_cycles is in the "
+        "smsp_active_cycles: none of the 4 sm_80 counters for smsp_active_cycles is in the "
         "export (preferred: smsp__cycles_active.sum)")
     assert k1["tc_inst_share"] is None  # smsp__inst_issued.sum is NULL: absent, not zero
     assert k1["tc_inst_share_null_reason"].startswith("instructions_issued: none of the 4")
@@ -129,7 +129,7 @@ def test_zero_denominator_unknown_and_missing_architecture() -> None:
     assert rows[4]["smsp_elapsed_cycles_source"] == (
         "smsp__cycles_elapsed.sum [unverified: sm_120 read as sm_100]")
     assert rows[4]["smsp_active_util_null_reason"] == (
-        "smsp_active_cycles: none of the 3 sm_100 (read for sm_120) counters for "
+        "smsp_active_cycles: none of the 4 sm_100 (read for sm_120) counters for "
         "smsp_active_cycles is in the export (preferred: smsp__cycles_active.sum)")
     assert levels(arch=None)[2]["smsp_elapsed_cycles_null_reason"] == (
         "sm__cycles_elapsed.avg needs the SM count, which the export does not give: set "
@@ -265,6 +265,28 @@ def test_rtx5090_details_2025_levels_by_hand() -> None:
     assert [row[lv] for lv in level_names()] == [0.75, 0.25, 0.125, 0.01, 0.04, 850_000 / 5_100_000]
     assert all("[unverified: sm_120 read as sm_100]" in row[f"{lv}_source"]
                for lv in level_names())
+
+
+def test_a_default_details_page_gives_smsp_active_util_from_its_labels(
+        tmp_path: Path) -> None:
+    """`ncu --csv` with the default set prints the WorkloadDistribution section's labels,
+    not metric names. By hand: 4 SMs × 4 SMSPs, 750 active cycles on average per SMSP over
+    16 000 elapsed SMSP cycles in all: 750 × 16 / 16 000 = 0.75."""
+    head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+            '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
+            '"Metric Value"\n')
+    row = '"0","1","p","h","k","1","7","(128, 1, 1)","(8, 1, 1)","0","9.0",'
+    path = tmp_path / "default_set.csv"
+    path.write_text(head + row + '"Launch Statistics","# SMs","SM","4"\n'
+                    + row + '"GPU and Memory Workload Distribution","Average SMSP Active '
+                    'Cycles","cycle","750"\n'
+                    + row + '"GPU and Memory Workload Distribution","Total SMSP Elapsed '
+                    'Cycles","cycle","16,000"\n')
+    export = read_ncu([path])[0]
+    row_levels = kernel_levels(export.metrics, export.kernels, None, None).to_pylist()[0]
+    assert row_levels["smsp_active_util"] == 0.75
+    assert row_levels["smsp_active_util_source"] == (
+        "(Average SMSP Active Cycles × 4 × 4 SMs) / (Total SMSP Elapsed Cycles)")
 
 
 def test_duplicate_kernel_ids_are_refused() -> None:
