@@ -203,9 +203,10 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
     for summary in summaries:
         span = merge_span(span, summary.span)
     clock = kineto_clock(info.base_time_ns, span, info.truncated)
+    devices = sorted({d for s in summaries for d in s.devices})
+    source.anomalies += _undescribed_devices(info.device_properties, devices, gpu_override)
     anomalies = _anomaly_table(source.anomalies, source_id)
     sinks.anomalies(anomalies)
-    devices = sorted({d for s in summaries for d in s.devices})
     record = _record_end(spill, slices) if info.truncated else None
     iterations = iterations_table(steps, span, record, ends)
     return SourceResult(
@@ -214,6 +215,21 @@ def _assemble(path: Path, info: TraceInfo, summaries: list[SliceSummary], source
         rank, [str(p["name"]) for p in info.device_properties if p.get("name")],
         kernels=kernels, anomalies=anomalies.num_rows,
         remarks=_remarks(info, iterations, work_calls, work_activities), clock=clock)
+
+
+def _undescribed_devices(properties: list[dict[str, Any]], devices: list[int],
+                         gpu_override: str | None) -> list[Anomaly]:
+    """GPU activities on devices deviceProperties does not list, when it lists some: their
+    GPU is unnamed (unless run.toml names it)."""
+    listed = sorted(p["id"] for p in properties if isinstance(p.get("id"), int))
+    missing = [d for d in devices if d not in listed]
+    if not listed or not missing or gpu_override:
+        return []
+    return [("device_not_in_properties", None, (
+        f"GPU activities on device(s) {missing}, which deviceProperties does not describe "
+        f"(it lists {listed}): their GPU name, SM count and memory are NULL (ROCm builds "
+        "before kineto #926 numbered devices from 2, ROCm/roctracer#98); run.toml gpu "
+        "names them"))]
 
 
 def _stage(path: Path, stage: str) -> None:

@@ -2,7 +2,8 @@
 write their launch calls as xpu_runtime / privateuse1_runtime / mtia_runtime (kineto
 output_json.cpp writes them as it writes cuda_runtime), XPU kernels name their queue
 "sycl queue" instead of "stream", and CUDA 13 adds cuda_event marks on the GPU streams.
-Each kernel must get its launch, op and iteration; no launch is an unknown category."""
+Each kernel must get its launch, op and iteration; no launch is an unknown category.
+Devices that deviceProperties does not describe (old ROCm numbering) are said."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -63,3 +64,25 @@ def test_cuda13_event_marks_are_gpu_rows_never_busy(tmp_path: Path) -> None:
                        ).fetchall() == [(0,)]
     assert con.execute("SELECT busy_ns FROM gpu_utilization ORDER BY iteration"
                        ).fetchall() == [(40_000,), (40_000,)]
+
+
+@pytest.mark.parametrize("device", [0, 2])
+def test_devices_deviceproperties_does_not_describe_are_said(tmp_path: Path,
+                                                             device: int) -> None:
+    # ROCm builds before kineto #926 numbered GPU activities' devices from 2 while
+    # deviceProperties listed 0 (ROCm/roctracer#98)
+    events = [step(1, 1_000_000, 100_000),
+              event(cat="kernel", name="k", ts=1_010_000, dur=40_000, pid=device, tid=0,
+                    correlation=1, device=device, stream=0)]
+    write_trace(tmp_path / "run" / "rank0.pt.trace.json", events,
+                deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X"}])
+    etl.ingest(tmp_path / "run", tmp_path / "wh", jobs=1)
+    con = etl.connect(tmp_path / "wh")
+    flags = con.execute("SELECT detail FROM anomalies WHERE kind = 'device_not_in_properties'"
+                        ).fetchall()
+    if device == 0:
+        assert flags == []
+    else:
+        [(detail,)] = flags
+        assert detail.startswith("GPU activities on device(s) [2], which deviceProperties "
+                                 "does not describe (it lists [0])")
