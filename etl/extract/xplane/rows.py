@@ -232,9 +232,16 @@ def _number(text: str | None) -> int:
     return value if 0 <= value < (1 << 63) else NONE
 
 
+# current XLA runs each module under the annotation "XlaModule:#hlo_module=...#", and its
+# collectors write the outermost annotation as tf_op: the module run, not an op
+XLA_MODULE = "XlaModule:"
+
+
 def _op_and_layer(stats: Stats) -> tuple[str | None, str | None]:
     annotation = stats.get("annotation_op")
     text = stats.get("op")
+    if text is not None and str(text).startswith(XLA_MODULE):
+        text = stats.get("name_stack")  # the instruction's own name stack, if written
     if text is None and annotation is not None:
         text = _innermost(str(annotation))
     op = split_op(str(text)) if text is not None else None

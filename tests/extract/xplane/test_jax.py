@@ -38,8 +38,9 @@ A100 = {"device_vendor": "Nvidia", "core_count": 108, "memory_size": 42298834944
         "compute_cap_major": 8, "compute_cap_minor": 0, "clock_rate": 1410000}
 
 
-def jax_xspace(rocm: bool = False, steps: int = 2) -> bytes:
-    """`steps` steps of KERNELS on one GPU, launched from Python's main thread."""
+def jax_xspace(rocm: bool = False, steps: int = 2, module_tf_op: bool = False) -> bytes:
+    """`steps` steps of KERNELS on one GPU, launched from Python's main thread.
+    `module_tf_op`: as current XLA writes them (see _kernel_stats)."""
     main = Line(1, "python3", BASE_NS)
     device_lines = [Line(14, "Stream #1(Kernel,MemcpyH2D)" if rocm else "Stream #14(Compute)",
                          BASE_NS), Line(2, "XLA Modules", BASE_NS), Line(3, "XLA Ops", BASE_NS)]
@@ -57,16 +58,25 @@ def jax_xspace(rocm: bool = False, steps: int = 2) -> bytes:
             correlation = 100 * step + k + 1
             main.events.append(Event(launch, at, 5_000_000, {"correlation_id": correlation}))
             stream.events.append(Event(name, at + 20_000_000, 150_000_000,
-                                       _kernel_stats(op, hlo, correlation, rocm)))
+                                       _kernel_stats(op, hlo, correlation, rocm,
+                                                     module_tf_op)))
             ops.events.append(Event(hlo, at + 20_000_000, 150_000_000, {"hlo_op": hlo}))
     host = Plane(1, "/host:CPU", [main])
     gpu = Plane(2, "/device:GPU:0", device_lines, dict(AMD if rocm else A100))
     return xspace([host, gpu])
 
 
-def _kernel_stats(op: str, hlo: str, correlation: int, rocm: bool
-                  ) -> dict[str, StatValue | Ref]:
+def _kernel_stats(op: str, hlo: str, correlation: int, rocm: bool,
+                  module_tf_op: bool = False) -> dict[str, StatValue | Ref]:
+    """`module_tf_op`: current XLA runs each module under "XlaModule:#hlo_module=..#" and
+    its collectors write the outermost annotation as tf_op, the op name stack as stat
+    `name` (AMD-AGI/TraceLens' 2026 JAX profiles on MI300, decoded)."""
     shared = "static_shared:0 dynamic_shared:49152" if rocm else "shm:49152"
+    if module_tf_op:
+        return {"correlation_id": correlation,
+                "kernel_details": Ref(f"regs:128 {shared} grid:64,2,1 block:256,1,1"),
+                "tf_op": Ref("XlaModule:"), "name": Ref(op), "hlo_op": Ref(hlo),
+                "hlo_module": Ref("jit_train_step"), "program_id": 7}
     stats: dict[str, StatValue | Ref] = {
         "correlation_id": correlation,
         "kernel_details": Ref(f"regs:128 {shared} grid:64,2,1 block:256,1,1"),
@@ -114,6 +124,14 @@ def test_jax_on_nvidia(tmp_path: Path) -> None:
     [device] = tables["devices"].to_pylist()
     assert (device["compute_capability"], device["sm_count"], device["memory_bytes"]) == (
         "8.0", 108, 42298834944)
+
+
+def test_current_xla_module_annotation_is_not_the_op(tmp_path: Path) -> None:
+    """tf_op "XlaModule:" is the module run: each kernel's op and layer come from its
+    own name stack, as before."""
+    result, tables = ingest(tmp_path, {"h": jax_xspace(module_tf_op=True)})
+    assert result.status == "ingested", result.error
+    _check_jax_run(tables, 14)
 
 
 def test_jax_on_rocm(tmp_path: Path) -> None:
