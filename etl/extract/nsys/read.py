@@ -139,6 +139,16 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     cause = _no_gpu_activity(spilled)
     if cause is not None:
         anomalies.append(no_gpu_activity(cause))
+    # globalPid is nsys's serialized id: the process id in bits 24-55
+    processes = sorted({(p >> 24) & 0xFFFFFFFF for p in spilled.gpu.processes})
+    if len(processes) > 1:
+        anomalies.append(("several_processes", None, (
+            f"GPU activities of {len(processes)} processes (pid "
+            f"{', '.join(str(p) for p in processes[:8])}{' ...' if len(processes) > 8 else ''})"
+            " in one export: launches are found by correlation id whatever the process, "
+            "which several processes reuse, and the NVTX steps of all of them make one "
+            "sequence of iterations; profile each rank with an nsys of its own (torchrun "
+            "... nsys profile -o rank_%q{RANK} python train.py) for per-rank iterations")))
     graphs = export.count(GRAPH_TABLE)
     if graphs:
         anomalies.append(("cuda_graph_traced_whole", None, (

@@ -43,7 +43,7 @@ _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_M
 GRAPH_TABLE, GRAPH_NAME = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "[CUDA graph]"
 _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
                   "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
-                  "dynamic_shared", "bytes", "copy_kind")
+                  "dynamic_shared", "bytes", "copy_kind", "process")
 
 
 def gpu_texts() -> list[str]:
@@ -149,6 +149,7 @@ class GpuSpilled:
     start: int | None = None        # min start of the GPU rows
     end: int | None = None          # max end
     devices: set[int] = field(default_factory=set)
+    processes: set[int] = field(default_factory=set)   # globalPid of the GPU rows
     parts: Partitioning | None = None   # the partitioning used (a worker finds its own)
 
 
@@ -402,6 +403,7 @@ def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: GpuSpi
     first = found.rows
     found.rows += n
     found.devices.update(cols["device"].drop_null().to_numpy().tolist())
+    found.processes.update(pc.unique(cols["process"].drop_null()).to_pylist())
     for key, keep in (("start", _least), ("end", _most)):
         value = (pc.min if key == "start" else pc.max)(cols[key]).as_py()
         if value is not None:

@@ -330,3 +330,24 @@ def test_cuda_graphs_traced_whole_are_busy_and_flagged(tmp_path: Path, workers: 
         etl.ingest(tmp_path / "run", tmp_path / "wh", jobs=1)
         assert etl.connect(tmp_path / "wh").execute(
             "SELECT busy_ns, window_ns FROM gpu_utilization").fetchall() == [(6500, 7900)]
+
+
+def test_an_export_of_several_processes_says_so(tmp_path: Path) -> None:
+    """nsys profile torchrun ...: two processes (pids 4000 and 4001 in globalPid's bits
+    24-55) whose correlation ids overlap; the launch join and the steps cannot tell them
+    apart, and the anomaly says so (one process: no anomaly)."""
+    path = tiny_export(tmp_path / "p.sqlite", 1_745_524_738_000_000_000)
+    con = sqlite3.connect(path)
+    con.executescript("""
+        ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN globalPid INT;
+        UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = (1 << 56) + (4000 << 24);
+    """)
+    con.commit()
+    one = _ingest(path)[1]
+    assert not [a for a in one["anomalies"] if a["kind"] == "several_processes"]
+    con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1700, 1900, 1, 7, 5, 2, "
+                "(1 << 56) + (4001 << 24))")
+    con.commit()
+    con.close()
+    [flag] = [a for a in _ingest(path)[1]["anomalies"] if a["kind"] == "several_processes"]
+    assert flag["detail"].startswith("GPU activities of 2 processes (pid 4000, 4001)")
