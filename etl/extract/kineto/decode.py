@@ -810,6 +810,9 @@ def _coerce_arg(column: str, value: Any, event_id: int,
     if column in DIM_COLUMNS:
         if isinstance(value, list) and all(type(v) is int for v in value):
             return value
+        grid = _INDUCTOR_GRID.match(value.strip()) if isinstance(value, str) else None
+        if grid is not None:
+            return [int(g) if g else 1 for g in grid.groups()]
     elif type(value) is int:
         return value
     elif isinstance(value, str) and _INT_TEXT.match(value.strip()):
@@ -820,6 +823,10 @@ def _coerce_arg(column: str, value: Any, event_id: int,
     return None
 
 
+# Inductor writes the launch grid of a Triton kernel's op as text, "grid(100,)" or
+# "grid(4, 8, 1)" (torch/_inductor/runtime/triton_heuristics.py); a symbolic one
+# ("grid(s0,)") is not a number and stays a bad argument
+_INDUCTOR_GRID = re.compile(r"^grid\((\d+)(?:,\s*(\d+))?(?:,\s*(\d+))?,?\s*\)$")
 _INT_TEXT = re.compile(r"^-?(0x[0-9a-fA-F]+|[1-9][0-9]*|0)$")
 
 

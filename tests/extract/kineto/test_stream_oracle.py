@@ -66,11 +66,21 @@ def _row(i: int, ev: dict[str, Any]) -> dict[str, Any]:
         value = next((args[k] for k in keys if args.get(k) is not None), None)
         row[column] = str(value) if isinstance(value, int) else (value or None)
     for dim in ("grid", "block"):
-        value = args.get(dim)
+        value = _inductor_grid(args.get(dim))
         ok = isinstance(value, list) and len(value) == 3
         for axis, suffix in enumerate("xyz"):
             row[f"{dim}_{suffix}"] = value[axis] if ok else None
     return row | _naive_op_and_kernel_args(args)
+
+
+def _inductor_grid(value: Any) -> Any:
+    """Inductor's text "grid(100,)" as the list [100, 1, 1] (symbolic sizes stay text)."""
+    if not (isinstance(value, str) and value.startswith("grid(") and value.endswith(")")):
+        return value
+    parts = [p.strip() for p in value[len("grid("):-1].split(",") if p.strip()]
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        return value
+    return [int(p) for p in parts] + [1] * (3 - len(parts))
 
 
 def _naive_op_and_kernel_args(args: dict[str, Any]) -> dict[str, Any]:

@@ -83,7 +83,8 @@ def test_typed_arguments_equal_the_general_route_whatever_their_mix() -> None:
     """Typed columns that convert to Arrow as they are skip normalising; columns with text
     or out-of-range values take the general route: same table, same anomalies in order."""
     odd = [
-        {**KERNEL, "args": {**KERNEL["args"], "stream": "0x0", "grid": "grid(100,)"}},
+        {**KERNEL, "args": {**KERNEL["args"], "stream": "0x0", "grid": "grid(s0,)"}},
+        {**KERNEL, "args": {**KERNEL["args"], "grid": "grid(100,)", "block": "grid(4, 8)"}},
         {**KERNEL, "args": {**KERNEL["args"], "correlation": 2**64, "block": []}},
         {**KERNEL, "args": {"device": 2**40, "bytes": "12", "registers per thread": "x"}},
         {**LAUNCH, "args": {}}, INSTANT, KERNEL,
@@ -95,7 +96,11 @@ def test_typed_arguments_equal_the_general_route_whatever_their_mix() -> None:
         assert decoded.table.equals(table)
         assert decoded.anomalies == found
     kinds = [kind for kind, _, _ in _decoded(odd).anomalies]
-    assert kinds.count("bad_argument") == 5  # grid text, 2^64, [], device, "x"
+    assert kinds.count("bad_argument") == 5  # symbolic grid, 2^64, [], device, "x"
+    grids = _decoded(odd).table.select(["grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                                        "block_z"]).to_pylist()
+    # Inductor's grid texts are its launch grid: grid(100,) is (100, 1, 1)
+    assert list(grids[1].values()) == [100, 1, 1, 4, 8, 1]
 
 
 # ---- argument spellings read only in the traces that name them (_FIRST_READ) -----------
