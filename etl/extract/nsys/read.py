@@ -139,24 +139,7 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     cause = _no_gpu_activity(spilled)
     if cause is not None:
         anomalies.append(no_gpu_activity(cause))
-    # globalPid is nsys's serialized id: the process id in bits 24-55
-    processes = sorted({(p >> 24) & 0xFFFFFFFF for p in spilled.gpu.processes})
-    if len(processes) > 1:
-        anomalies.append(("several_processes", None, (
-            f"GPU activities of {len(processes)} processes (pid "
-            f"{', '.join(str(p) for p in processes[:8])}{' ...' if len(processes) > 8 else ''})"
-            " in one export: launches are found by correlation id whatever the process, "
-            "which several processes reuse, and the NVTX steps of all of them make one "
-            "sequence of iterations; profile each rank with an nsys of its own (torchrun "
-            "... nsys profile -o rank_%q{RANK} python train.py) for per-rank iterations")))
-    graphs = export.count(GRAPH_TABLE)
-    if graphs:
-        anomalies.append(("cuda_graph_traced_whole", None, (
-            f"{graphs} CUDA graph execution(s) traced as a whole (nsys --cuda-graph-trace=graph, "
-            f"its default): each is one kernels row named {GRAPH_NAME} over the graph's span, "
-            "counted as busy time with any gaps between its nodes; the kernels inside (names, "
-            "launch geometry, count) are not in the export: profile with "
-            "--cuda-graph-trace=node for them")))
+    anomalies += _export_notes(export, spilled)
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in samples_read():
         sinks.table("gpu_samples", samples)
@@ -297,6 +280,30 @@ def _devices(export: Export, used: set[int], source_id: int, gpu_override: str |
                         ("memory_bytes", pa.int64()), ("properties_source", pa.string())])
     return pa.Table.from_pylist([{"source_id": source_id, "rank": None, **r} for r in out],
                                 schema=schema)
+
+
+def _export_notes(export: Export, spilled: Spilled) -> list[tuple[str, int | None, str]]:
+    """What the export holds that the rows cannot say: several processes, whole graphs."""
+    notes: list[tuple[str, int | None, str]] = []
+    # globalPid is nsys's serialized id: the process id in bits 24-55
+    processes = sorted({(p >> 24) & 0xFFFFFFFF for p in spilled.gpu.processes})
+    if len(processes) > 1:
+        notes.append(("several_processes", None, (
+            f"GPU activities of {len(processes)} processes (pid "
+            f"{', '.join(str(p) for p in processes[:8])}{' ...' if len(processes) > 8 else ''})"
+            " in one export: launches are found by correlation id whatever the process, "
+            "which several processes reuse, and the NVTX steps of all of them make one "
+            "sequence of iterations; profile each rank with an nsys of its own (torchrun "
+            "... nsys profile -o rank_%q{RANK} python train.py) for per-rank iterations")))
+    graphs = export.count(GRAPH_TABLE)
+    if graphs:
+        notes.append(("cuda_graph_traced_whole", None, (
+            f"{graphs} CUDA graph execution(s) traced as a whole (nsys --cuda-graph-trace=graph, "
+            f"its default): each is one kernels row named {GRAPH_NAME} over the graph's span, "
+            "counted as busy time with any gaps between its nodes; the kernels inside (names, "
+            "launch geometry, count) are not in the export: profile with "
+            "--cuda-graph-trace=node for them")))
+    return notes
 
 
 def _anomaly_table(found: list[tuple[str, int | None, str]], source_id: int) -> pa.Table:
