@@ -25,9 +25,15 @@ _SUFFIX = re.compile(r"_v\d+$")
 
 @cache
 def call_roles() -> dict[str, Any]:
-    """calls.toml: which calls synchronize, copy synchronously or make a stream wait."""
+    """calls.toml: which calls synchronize, copy synchronously or make a stream wait; its
+    call categories with Kineto's launch categories added (fields.toml launch = true)."""
+    from etl.extract.fields import field_map
+
     with open(Path(__file__).with_name("calls.toml"), "rb") as fh:
-        return tomllib.load(fh)
+        roles = tomllib.load(fh)
+    launches = [c for c, spec in field_map("kineto")["categories"].items() if spec.get("launch")]
+    roles["categories"] = list(dict.fromkeys([*roles["categories"], *launches]))
+    return roles
 
 
 def role_of(name: str) -> str | None:

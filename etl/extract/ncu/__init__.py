@@ -39,12 +39,13 @@ def looks_like_ncu(head: bytes) -> str | None:
     """
     if head.startswith(REP_MAGIC):
         return "ncu_rep"
-    header = _CSV_HEADER.search(head.replace(b"\xef\xbb\xbf", b"", 1))
+    head = head.replace(b"\xef\xbb\xbf", b"", 1)
+    header = _CSV_HEADER.search(head)
     if header:
         line = header.group()
         details = (b'"Metric Name"', b'"Metric Value"', b'"Section Name"', b'"Metric Unit"')
         return "ncu_details_csv" if any(c in line for c in details) else "ncu_raw_csv"
-    if _SUMMARY_HEADER.search(head.replace(b"\xef\xbb\xbf", b"", 1)):
+    if _SUMMARY_HEADER.search(head):
         return "ncu_summary_csv"
     if _TEXT_SECTION.search(head) and _TEXT_RULE.search(head):
         return "ncu_text"

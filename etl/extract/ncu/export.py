@@ -172,7 +172,9 @@ class MetricRows:
     def value(self, ncu_id: int, name: str, text: str | None, unit: str | None,
               factor: Decimal, place: str) -> float | None:
         stripped = (text or "").strip()
-        number = parse_number(_INSTANCES.sub("", stripped))
+        number = parse_number(stripped)
+        if number is None and stripped.endswith(")"):
+            number = parse_number(_INSTANCES.sub("", stripped))
         if number is not None:
             return float(number * factor)
         if stripped in NOT_AVAILABLE or (not stripped and unit is not None):

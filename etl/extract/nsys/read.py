@@ -38,7 +38,7 @@ from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_ste
                                      link_host, pass_2_files)
 from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
-from etl.extract.nsys.spill import GRAPH_NAME, GRAPH_TABLE, Names, Spilled, StepRanges, spill_export
+from etl.extract.nsys.spill import GRAPH_NAME, Names, Spilled, StepRanges, spill_export
 from etl.extract.nsys.decode import Export
 from etl.extract.nsys.collectives import NcclRanges
 from etl.extract.nsys.syncs import read_syncs
@@ -139,7 +139,7 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     cause = _no_gpu_activity(spilled)
     if cause is not None:
         anomalies.append(no_gpu_activity(cause))
-    anomalies += _export_notes(export, spilled)
+    anomalies += _export_notes(spilled)
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in samples_read():
         sinks.table("gpu_samples", samples)
@@ -282,7 +282,7 @@ def _devices(export: Export, used: set[int], source_id: int, gpu_override: str |
                                 schema=schema)
 
 
-def _export_notes(export: Export, spilled: Spilled) -> list[tuple[str, int | None, str]]:
+def _export_notes(spilled: Spilled) -> list[tuple[str, int | None, str]]:
     """What the export holds that the rows cannot say: several processes, whole graphs."""
     notes: list[tuple[str, int | None, str]] = []
     # globalPid is nsys's serialized id: the process id in bits 24-55
@@ -295,7 +295,7 @@ def _export_notes(export: Export, spilled: Spilled) -> list[tuple[str, int | Non
             "which several processes reuse, and the NVTX steps of all of them make one "
             "sequence of iterations; profile each rank with an nsys of its own (torchrun "
             "... nsys profile -o rank_%q{RANK} python train.py) for per-rank iterations")))
-    graphs = export.count(GRAPH_TABLE)
+    graphs = spilled.gpu.graphs
     if graphs:
         notes.append(("cuda_graph_traced_whole", None, (
             f"{graphs} CUDA graph execution(s) traced as a whole (nsys --cuda-graph-trace=graph, "

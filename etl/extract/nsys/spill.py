@@ -41,6 +41,7 @@ _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_M
 # kernels row named GRAPH_NAME over the execution's span, linked to its cudaGraphLaunch by
 # correlation id (read.py flags them: cuda_graph_traced_whole).
 GRAPH_TABLE, GRAPH_NAME = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "[CUDA graph]"
+_GPU_TABLES = (*(table for table, _ in _ACTIVITIES), GRAPH_TABLE)
 _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
                   "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
                   "dynamic_shared", "bytes", "copy_kind", "process")
@@ -150,6 +151,7 @@ class GpuSpilled:
     end: int | None = None          # max end
     devices: set[int] = field(default_factory=set)
     processes: set[int] = field(default_factory=set)   # globalPid of the GPU rows
+    graphs: int = 0                 # rows of GRAPH_TABLE (CUDA graphs traced whole)
     parts: Partitioning | None = None   # the partitioning used (a worker finds its own)
 
 
@@ -327,6 +329,7 @@ def spill_gpu(export: Export, names: Names, folder: Path, parts: Partitioning, o
         for batch in export.batches(GRAPH_TABLE, "activity", _types(*_ACTIVITY_KEYS)):
             gpu.write(_gpu_batch(batch, GPU_KINDS.index("kernel"), names, found, offset,
                                  graph=True))
+            found.graphs += len(batch["start"])
     return found
 
 
@@ -336,12 +339,11 @@ def partitioning(export: Export, part_rows: int) -> Partitioning:
     rows), over the range of correlation ids of the first and last rows of the call and
     activity tables (ids count up as calls are made; an id outside the range goes to the
     first or last partition)."""
-    gpu_tables = [*(table for table, _ in _ACTIVITIES), GRAPH_TABLE]
     calls = sum(export.count(table) for table, _ in _CALLS)
-    activities = sum(export.count(table) for table in gpu_tables)
+    activities = sum(export.count(table) for table in _GPU_TABLES)
     ends = [end for table, section in ((t, "calls") for t, _ in _CALLS)
             for end in export.correlation_ends(table, section)]
-    ends += [end for table in gpu_tables for end in export.correlation_ends(table, "activity")]
+    ends += [end for table in _GPU_TABLES for end in export.correlation_ends(table, "activity")]
     parts = 1 + (activities + calls) // part_rows
     if not ends:
         return Partitioning(parts)
