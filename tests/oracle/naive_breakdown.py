@@ -157,6 +157,32 @@ def launch_stats(path: str | Path) -> dict[str, dict[str, int]]:
     return {k: dict(v) for k, v in out.items()}
 
 
+def graph_launch_delays(path: str | Path) -> dict[tuple[str, bool], tuple[int, int]]:
+    """(activity name, graph launch) → (delays counted, delays over 100 µs), as
+    launch_stats_v3 counts them: a launch call that enqueued several activities, or whose
+    name says GraphLaunch, is a graph launch, and only its earliest activity's delay counts
+    (ties: the first written)."""
+    events = x_events(load_trace(path))
+    launches = _launches(events)
+    by_call: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for e, _ in _activities(events):
+        corr = args(e).get("correlation")
+        if corr in launches and to_ns(launches[corr]["dur"]) >= 0:
+            by_call[corr].append(e)
+    out: dict[tuple[str, bool], list[int]] = defaultdict(lambda: [0, 0])
+    for corr, activities in by_call.items():
+        call = launches[corr]
+        graph = len(activities) > 1 or "graphlaunch" in str(call.get("name")).lower()
+        first = min(activities, key=lambda e: span(e)[0])  # min keeps the first of a tie
+        for e in activities:
+            acc = out[(str(e.get("name")), graph)]
+            if graph and e is not first:
+                continue
+            acc[0] += 1
+            acc[1] += span(e)[0] - span(call)[1] > 100_000
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
 def median_by_iteration(rows: dict[tuple[Any, Any, Any], dict[str, int]], field: str
                         ) -> dict[Any, float]:
     """iteration → median of `field` over the (rank, device) rows of that iteration."""

@@ -204,7 +204,8 @@ def test_launch_stats_agree_with_oracle(corpus: duckdb.DuckDBPyConnection,
                                         folder: Path) -> None:
     """The oracle credits each activity with its launch call, as launch_stats_v1 does;
     v2 keeps graph kernels apart (tests/views/test_launch_stats_graphs.py), and its rows of
-    a name, graph and not, add up to the oracle's counts."""
+    a name, graph and not, add up to the oracle's counts; v3 counts a graph's delays at its
+    first activity, as the oracle's graph_launch_delays does."""
     for trace in _files(folder):
         source = _source(corpus, run_name, trace)
         got = {r[0]: {"launch_count": r[1], "short_kernel_count": r[2],
@@ -221,6 +222,10 @@ def test_launch_stats_agree_with_oracle(corpus: duckdb.DuckDBPyConnection,
             "sum(delay_outlier_count) FROM launch_stats_v2 GROUP BY ALL", run_name, source)}
         assert v2 == {name: {k: w[k] for k in ("launch_count", "delay_outlier_count")}
                       for name, w in want.items()}, trace.name
+        v3 = {(r[0], r[1]): (r[2], r[3]) for r in answers(
+            "SELECT run_name, source_id, kernel_name, graph_launch, delay_count, "
+            "coalesce(delay_outlier_count, 0) FROM launch_stats_v3", run_name, source)}
+        assert v3 == naive.graph_launch_delays(trace), trace.name
 
 
 def test_stragglers_on_two_ranks(corpus: duckdb.DuckDBPyConnection) -> None:

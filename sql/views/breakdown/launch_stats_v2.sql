@@ -1,3 +1,4 @@
+{% from 'launch_stats.sql' import launched, graph_launch, call_stats, kernel_stats, stats_joined -%}
 -- launch_stats: kernel launches by kernel name: how long the CPU's launch call took, how
 -- long the activity waited after it, how long it ran; kernels of CUDA-graph launches apart.
 -- Grain: one row per run, source (rank), activity name and graph_launch (kernels, copies
@@ -22,54 +23,14 @@
 -- v2: graph kernels apart (graph_launch, graph_note, launch_call_count); v1 credited each
 -- kernel of a graph with the whole graph call, which counted one slow graph launch as an
 -- outlier per kernel and made short kernels of any kernel shorter than the graph's launch.
-WITH launched AS (
-    SELECT k.run_id, r.run_name, k.source_id, k.rank, k.name, k.kernel_type,
-           k.launch_event_id, h.name AS call_name,
-           k.dur_ns, h.dur_ns AS launch_ns,
-           greatest(k.ts_ns - (h.ts_ns + h.dur_ns), 0) AS launch_delay_ns,
-           k.ts_ns - h.ts_ns AS queue_delay_ns,
-           count(*) OVER (PARTITION BY k.run_id, k.source_id, k.launch_event_id)
-               AS call_activities
-    FROM kernels AS k
-    JOIN runs AS r ON r.run_id = k.run_id
-    JOIN host_events AS h
-      ON h.run_id = k.run_id AND h.source_id = k.source_id AND h.event_id = k.launch_event_id
-    WHERE k.kernel_type IN ('computation', 'communication', 'memory')
-      AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0 AND h.ts_ns IS NOT NULL AND h.dur_ns >= 0
-),
+WITH {{ launched() }},
 typed AS (
     SELECT *,
-           call_activities > 1 OR regexp_matches(call_name, '(?i)graphlaunch') AS graph_launch
+           {{ graph_launch() }}
     FROM launched
 ),
-calls AS (
-    -- each launch call once per name, for the call's own statistics
-    SELECT run_id, run_name, source_id, name, kernel_type, graph_launch, launch_event_id,
-           any_value(launch_ns) AS launch_ns
-    FROM typed
-    GROUP BY run_id, run_name, source_id, name, kernel_type, graph_launch, launch_event_id
-),
-call_stats AS (
-    SELECT run_id, run_name, source_id, name, kernel_type, graph_launch,
-           count(*) AS launch_call_count, avg(launch_ns) AS mean_launch_ns,
-           max(launch_ns) AS max_launch_ns,
-           count(*) FILTER (WHERE launch_ns > 50000) AS call_outlier_count
-    FROM calls
-    GROUP BY run_id, run_name, source_id, name, kernel_type, graph_launch
-),
-kernel_stats AS (
-    SELECT run_id, run_name, source_id, rank, name, kernel_type, graph_launch,
-           count(*) AS launch_count,
-           avg(launch_delay_ns) AS mean_launch_delay_ns,
-           quantile_disc(launch_delay_ns, 0.9) AS p90_launch_delay_ns,
-           avg(queue_delay_ns) AS mean_queue_delay_ns,
-           avg(dur_ns) AS mean_kernel_ns,
-           count(*) FILTER (WHERE dur_ns < launch_ns AND launch_ns <= 50000)
-               AS short_kernel_count,
-           count(*) FILTER (WHERE launch_delay_ns > 100000) AS delay_outlier_count
-    FROM typed
-    GROUP BY run_id, run_name, source_id, rank, name, kernel_type, graph_launch
-)
+{{ call_stats() }},
+{{ kernel_stats() }}
 SELECT
     k.run_id,
     k.run_name,
@@ -94,10 +55,7 @@ SELECT
     CASE WHEN k.graph_launch
          THEN 'graph kernels: one launch call enqueues the whole graph, so a kernel is not '
               || 'compared with it (short kernels, launch outliers)' END AS graph_note
-FROM kernel_stats AS k
-JOIN call_stats AS c
-  ON c.run_id = k.run_id AND c.run_name = k.run_name AND c.source_id = k.source_id
- AND c.name = k.name AND c.kernel_type = k.kernel_type AND c.graph_launch = k.graph_launch
+{{ stats_joined() }}
 -- run_id: run; joins runs.run_id
 -- run_name: the run folder's name
 -- source_id: input file within the run (one per rank)
