@@ -12,7 +12,8 @@ the rest (1 000 Hz: about as many rows as the runtime calls).
 
 --processes P rewrites such an export as P processes profiled together, the way nsys
 writes a multi-process export (two 2-GPU exports in nsys-ai's test fixtures): copy k of
-the seed runs in process k mod P (its own pid and GPU) at time slot k div P, and each
+the seed runs in process k mod P (its own pid in the calls' globalTid and the GPU rows'
+globalPid, and its own GPU) at time slot k div P, and each
 table lists one process's rows after the other's, so the runtime calls are P runs in start
 order, overlapping in time.
 """
@@ -97,6 +98,7 @@ def as_processes(single: Path, out: Path, processes: int, seed: Path = SEED) -> 
         moved = {"start": f"start - ({copy} - {copy} / {processes}) * {span}",
                  "end": f"end - ({copy} - {copy} / {processes}) * {span}",
                  "globalTid": f"globalTid + ({copy} % {processes}) * 16777216",
+                 "globalPid": f"globalPid + ({copy} % {processes}) * 16777216",
                  "deviceId": f"deviceId + {copy} % {processes}"}
         select = ", ".join(moved.get(c, f'"{c}"') for c in columns)
         con.execute(f"INSERT INTO main.{table} SELECT {select} FROM single.{table} "

@@ -26,7 +26,8 @@ from etl.extract import link
 from etl.extract.kineto.kernel_join import (EMIT_ROWS, first_of_each_id, read_ipc,
                                              with_launch_columns)
 from etl.extract.nsys.in_order import rows_in_start_order
-from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, JOINED_PART
+from etl.extract.nsys.launch_join import (CALL_COLUMNS, CALL_PART, JOINED_PART, PROCESS,
+                                          linked_by_process)
 from etl.extract.nsys.spill import (CATEGORIES, GPU_KINDS, GPU_PART, HOST_FILE, LAYER_PART,
                                     NVTX_FILE, PARTS, Names, PartitionWriter,
                                     Partitioning, calls_in_order_files)
@@ -77,7 +78,8 @@ def _parquet(spill: Path, name: str) -> str | None:
 def close_last_step(steps: Steps, spill: Path, parts: Partitioning) -> None:
     """The last step ends with the last GPU activity launched in it (its iteration: the
     steps as linked, the last one up to its recorded end), not at the capture's end.
-    A GPU row's launch is the first call (lowest event id) with its correlation id: each
+    A GPU row's launch is the first call (lowest event id) with its correlation id (in its
+    process, launch_join.py): each
     partition's calls (pass 1's call.arrow) and GPU rows are joined as in pass 3a, only
     for the first calls that start in the last step's window."""
     last = steps.number[-1]
@@ -99,11 +101,13 @@ def _ends_launched_in(folder: Path, window: tuple[int, int], steps: Steps, last:
     calls, gpu = read_ipc(folder / CALL_PART), read_ipc(folder / GPU_PART)
     if calls is None or gpu is None:
         return np.zeros(0, np.int64)
+    gpu, calls = linked_by_process(gpu.select(
+        [c for c in ("correlation_id", "end", PROCESS) if c in gpu.column_names]), calls)
     first, _ = first_of_each_id(calls.select(CALL_COLUMNS))
     start = first["ts_ns"]
     first = first.filter(pc.and_(pc.greater_equal(start, window[0]),
                                  pc.less_equal(start, window[1])))
-    joined = with_launch_columns(gpu.select(["correlation_id", "end"]), first)
+    joined = with_launch_columns(gpu, first)
     joined = joined.filter(pc.is_valid(joined["ts_ns"]))
     in_last = steps.iteration(_numpy(joined["ts_ns"])) == last
     return _numpy(joined["end"].fill_null(0))[in_last]

@@ -285,15 +285,15 @@ def _devices(export: Export, used: set[int], source_id: int, gpu_override: str |
 def _export_notes(spilled: Spilled) -> list[tuple[str, int | None, str]]:
     """What the export holds that the rows cannot say: several processes, whole graphs."""
     notes: list[tuple[str, int | None, str]] = []
-    # globalPid is nsys's serialized id: the process id in bits 24-55
-    processes = sorted({(p >> 24) & 0xFFFFFFFF for p in spilled.gpu.processes})
+    # globalPid is nsys's serialized id: the process id in bits 24-47 (spill.pid_of)
+    processes = sorted({(p >> 24) & 0xFFFFFF for p in spilled.gpu.processes})
     if len(processes) > 1:
         notes.append(("several_processes", None, (
             f"GPU activities of {len(processes)} processes (pid "
             f"{', '.join(str(p) for p in processes[:8])}{' ...' if len(processes) > 8 else ''})"
-            " in one export: launches are found by correlation id whatever the process, "
-            "which several processes reuse, and the NVTX steps of all of them make one "
-            "sequence of iterations; profile each rank with an nsys of its own (torchrun "
+            " in one export: each kernel's launch is found in its own process, but the "
+            "NVTX steps of all of them make one sequence of iterations and the run has no "
+            "ranks; profile each rank with an nsys of its own (torchrun "
             "... nsys profile -o rank_%q{RANK} python train.py) for per-rank iterations")))
     graphs = spilled.gpu.graphs
     if graphs:

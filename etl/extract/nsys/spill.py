@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, join_launches
+from etl.extract.nsys.launch_join import CALL_COLUMNS, CALL_PART, PROCESS, join_launches
 from etl.extract.nsys.decode import Export
 from etl.extract.fields import field_map
 from etl.extract.step_names import StepNames
@@ -152,6 +152,7 @@ class GpuSpilled:
     devices: set[int] = field(default_factory=set)
     processes: set[int] = field(default_factory=set)   # globalPid of the GPU rows
     graphs: int = 0                 # rows of GRAPH_TABLE (CUDA graphs traced whole)
+    by_process: bool = False        # the rows carry their pid (names_processes)
     parts: Partitioning | None = None   # the partitioning used (a worker finds its own)
 
 
@@ -171,6 +172,7 @@ class Spilled:
     call_runs: int = 0
     _last_call_start: dict[int, int] = field(default_factory=dict)  # by category
     has_activity_tables: bool = False
+    by_process: bool = False        # launches joined per process (names_processes)
     parts: Partitioning = field(default_factory=lambda: Partitioning(1))
     _gpu: GpuSpilled | Future[GpuSpilled] = field(default_factory=GpuSpilled)
     _joined: Future[None] | None = None
@@ -239,7 +241,8 @@ def spill_export(export: Export, names: Names, steps: StepRanges, folder: Path,
     from etl.extract.kineto import kernel_join
 
     found = Spilled(has_activity_tables=any(t.startswith("CUPTI_ACTIVITY_KIND_")
-                                            for t in export.tables))
+                                            for t in export.tables),
+                    by_process=names_processes(export))
     if workers > 1 and found.has_activity_tables:
         from etl.extract.worker_pool import worker_pool
 
@@ -279,7 +282,7 @@ def _spill_calls(export: Export, names: Names, folder: Path, found: Spilled,
                                                                "correlation", "name")):
                 rows = _host_batch(batch, names.of_ids(batch["name"]), category, found)
                 host.write(rows, category, found.run_starts(rows["start"], category))
-                calls.write(_with_correlation(rows))
+                calls.write(_with_correlation(rows, found.by_process))
 
 
 def _spill_nvtx(export: Export, names: Names, steps: StepRanges, folder: Path,
@@ -294,12 +297,29 @@ def _spill_nvtx(export: Export, names: Names, steps: StepRanges, folder: Path,
             found.nvtx_rows += rows.num_rows
 
 
-def _with_correlation(rows: pa.Table) -> pa.Table:
-    """Calls that may launch GPU work (launch_join.py's input)."""
+def _with_correlation(rows: pa.Table, by_process: bool) -> pa.Table:
+    """Calls that may launch GPU work (launch_join.py's input), with their process's id
+    when the launches are joined per process."""
     import pyarrow.compute as pc
 
-    return rows.filter(pc.is_valid(rows["corr"])).select(["event_id", "corr", "start"]
-                                                          ).rename_columns(CALL_COLUMNS)
+    calls = rows.filter(pc.is_valid(rows["corr"]))
+    table = calls.select(["event_id", "corr", "start"]).rename_columns(CALL_COLUMNS)
+    return table.append_column(PROCESS, pid_of(calls["thread"])) if by_process else table
+
+
+def names_processes(export: Export) -> bool:
+    """Whether every GPU table of the export names the process of its rows (globalPid,
+    from nsys 2022.1 on at least): the launches are then joined per process."""
+    spellings = field_map("nsys")["activity"]["process"]
+    present = [t for t in _GPU_TABLES if t in export.tables]
+    return bool(present) and all(set(spellings) & set(export.columns(t)) for t in present)
+
+
+def pid_of(global_id: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """The process id in nsys's serialized globalTid / globalPid: bits 24-47."""
+    import pyarrow.compute as pc
+
+    return pc.bit_wise_and(pc.shift_right(global_id, 24), 0xFFFFFF)
 
 
 def spill_gpu_file(path: Path, folder: Path, offset: int, part_rows: int) -> GpuSpilled:
@@ -321,7 +341,7 @@ def spill_gpu(export: Export, names: Names, folder: Path, parts: Partitioning, o
               ) -> GpuSpilled:
     """The activity tables into the join's partitions; their rows are numbered from 0
     (pass 3 adds the host rows' count: event ids follow the host rows)."""
-    found = GpuSpilled(parts=parts)
+    found = GpuSpilled(parts=parts, by_process=names_processes(export))
     with PartitionWriter(folder / PARTS, parts, GPU_PART) as gpu:
         for table, kind in _ACTIVITIES:
             for batch in export.batches(table, "activity", _types(*_ACTIVITY_KEYS)):
@@ -423,7 +443,8 @@ def _gpu_batch(cols: dict[str, pa.Array], kind: int, names: Names, found: GpuSpi
                                 "block_z")},
         "registers_per_thread": cols["registers"],
         "shared_memory_bytes": pc.add(cols["static_shared"], cols["dynamic_shared"]),
-        "bytes": cols["bytes"], "end": cols["end"]})
+        "bytes": cols["bytes"], "end": cols["end"],
+        **({PROCESS: pid_of(cols["process"])} if found.by_process else {})})
 
 
 def _activity_names(cols: dict[str, pa.Array], kind: str, names: Names) -> pa.Array:

@@ -18,7 +18,8 @@ from tests.conftest import corpus_path
 RESNET = "rtxa4500_flame_resnet18-fwd_nsys2024.6.sqlite"
 
 
-def _ingest(path: Path, reader: Any = ingest_sqlite) -> tuple[Any, dict[str, list[dict]]]:
+def _ingest(path: Path, reader: Any = ingest_sqlite, workers: int = 2
+            ) -> tuple[Any, dict[str, list[dict]]]:
     got: dict[str, list[dict]] = {}
 
     def sink(name: str) -> Any:
@@ -27,7 +28,7 @@ def _ingest(path: Path, reader: Any = ingest_sqlite) -> tuple[Any, dict[str, lis
     sinks = Sinks(sink("host_events"), sink("kernels"), sink("anomalies"), lambda: None,
                   lambda name, table: got.setdefault(name, []).extend(table.to_pylist()))
     spill = Path(tempfile.mkdtemp()) / "spill"
-    return reader(path, 2, None, spill, sinks, PipelineOptions()), got
+    return reader(path, workers, None, spill, sinks, PipelineOptions()), got
 
 
 def test_resnet_export_kernels_match_the_stats_csv_oracle() -> None:
@@ -334,8 +335,8 @@ def test_cuda_graphs_traced_whole_are_busy_and_flagged(tmp_path: Path, workers: 
 
 def test_an_export_of_several_processes_says_so(tmp_path: Path) -> None:
     """nsys profile torchrun ...: two processes (pids 4000 and 4001 in globalPid's bits
-    24-55) whose correlation ids overlap; the launch join and the steps cannot tell them
-    apart, and the anomaly says so (one process: no anomaly)."""
+    24-47) whose correlation ids overlap; the steps cannot tell them apart, and the anomaly
+    says so (one process: no anomaly)."""
     path = tiny_export(tmp_path / "p.sqlite", 1_745_524_738_000_000_000)
     con = sqlite3.connect(path)
     con.executescript("""
@@ -351,3 +352,27 @@ def test_an_export_of_several_processes_says_so(tmp_path: Path) -> None:
     con.close()
     [flag] = [a for a in _ingest(path)[1]["anomalies"] if a["kind"] == "several_processes"]
     assert flag["detail"].startswith("GPU activities of 2 processes (pid 4000, 4001)")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_process_links_its_own_launches(tmp_path: Path, workers: int) -> None:
+    """Two processes (pids 4000 and 4001) each number their calls from 5: a kernel's
+    launch is the call of its correlation id in its own process (globalTid and globalPid
+    hold the pid in bits 24-47), not the first call of that id in the export."""
+    path = tiny_export(tmp_path / "p.sqlite", 1_745_524_738_000_000_000)
+    a, b = (1 << 56) + (4000 << 24), (1 << 56) + (4001 << 24)
+    con = sqlite3.connect(path)
+    con.executescript(f"""
+        UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = {a} + 11;
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (300, 400, {b} + 12, 5, 1);
+        ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN globalPid INT;
+        UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = {a};
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1700, 1900, 1, 7, 5, 2, {b});
+    """)
+    con.commit()
+    con.close()
+    got = _ingest(path, workers=workers)[1]
+    host = {h["event_id"]: h for h in got["host_events"]}
+    launched = sorted((k["ts_ns"] % 10_000, k["correlation_id"],
+                       host[k["launch_event_id"]]["ts_ns"] % 10_000) for k in got["kernels"])
+    assert launched == [(1100, 5, 100), (1700, 5, 300)]
