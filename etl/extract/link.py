@@ -10,7 +10,10 @@ correlation ids and iteration numbers.
   Events are ordered by (start, longer first); an event that starts inside another but ends
   after it is a partial overlap: it is flagged, and its parent is still the enclosing start.
 - op: the outermost cpu_op among the launch's ancestors (aten::conv2d rather than the
-  aten::cudnn_convolution it calls).
+  aten::cudnn_convolution it calls). Wrapper ops (torch.compile's `Torch-Compiled Region`,
+  `CompiledFunction`, ...) yield to any other op among the ancestors, however deep: a
+  compiled region's kernels take the op that launched them (a Triton kernel's own op), and
+  the outermost wrapper only when no other op encloses the launch.
 - layer: the innermost `nn.Module: X` python_function or record_function (user_annotation)
   scope among the ancestors, ProfilerStep markers excluded (Kineto also counts backward ops
   as layer scopes: their layer is their forward op's, resolved after linking).
@@ -28,6 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 NONE = -1  # index sentinel inside numpy arrays only; never reaches a table (→ NULL)
+# added to the identity of a wrapper op inside the op arrays (identities are far below it),
+# so that the op chosen among ancestors can tell wrappers apart without a lookup
+_WRAPPER = 1 << 62
 
 
 @dataclass
@@ -62,8 +68,8 @@ def link_launches(launch_corr: np.ndarray, launch_rows: np.ndarray, gpu_corr: np
 
 
 def link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.ndarray,
-              is_op: np.ndarray, is_layer: np.ndarray, is_mark: np.ndarray | None = None
-              ) -> HostLinks:
+              is_op: np.ndarray, is_layer: np.ndarray, is_mark: np.ndarray | None = None,
+              is_wrapper: np.ndarray | None = None) -> HostLinks:
     """Parent / outermost op / innermost layer / innermost mark of every host event, in
     memory.
 
@@ -76,7 +82,8 @@ def link_host(thread: np.ndarray, start: np.ndarray, end: np.ndarray, timed: np.
     order = order[valid[order]]
     marks = np.zeros(n, dtype=bool) if is_mark is None else is_mark
     chunk = SortedEvents(thread[order], start[order], end[order], order.astype(np.int64),
-                         is_op[order], is_layer[order], marks[order])
+                         is_op[order], is_layer[order], marks[order],
+                         None if is_wrapper is None else is_wrapper[order])
     found, _ = link_sorted(chunk, Carry.empty())
     parent, op, layer, mark = (np.full(n, NONE, dtype=np.int64) for _ in range(4))
     parent[order], op[order], layer[order] = found.parent, found.op, found.layer
@@ -95,6 +102,7 @@ class SortedEvents:
     is_op: np.ndarray       # bool
     is_layer: np.ndarray    # bool
     is_mark: np.ndarray | None = None   # bool; None: no event is marked
+    is_wrapper: np.ndarray | None = None   # bool: ops that yield to others; None: none
 
 
 @dataclass
@@ -162,6 +170,8 @@ def link_sorted(chunk: SortedEvents, carry: Carry, *, every_thread: bool = False
     owns = [np.concatenate([kept, np.where(flag, chunk.ident, NONE)]) for kept, flag in
             ((carry.own_op, chunk.is_op), (carry.own_layer, chunk.is_layer),
              (carry.own_mark, marked))]
+    if chunk.is_wrapper is not None:
+        owns[0][k:] += np.where(chunk.is_op & chunk.is_wrapper, _WRAPPER, 0)
     if order is not None:
         owns = [own[order] for own in owns]
     own_op, own_layer, own_mark = _inherit(parent, *owns)
@@ -170,7 +180,7 @@ def link_sorted(chunk: SortedEvents, carry: Carry, *, every_thread: bool = False
     up = np.where(has, up_of_mine, 0)
     links = SortedLinks(
         parent=np.where(has, ident[up], NONE),
-        op=np.where(has, own_op[up], NONE),
+        op=np.where(has, _unwrapped(own_op[up]), NONE),
         layer=np.where(has, own_layer[up], NONE),
         overlap=has & (end[mine] > end[up]),
         mark=own_mark[mine])
@@ -178,6 +188,11 @@ def link_sorted(chunk: SortedEvents, carry: Carry, *, every_thread: bool = False
     chain = _chains(parent, lasts)
     return links, Carry(thread[chain], start[chain], end[chain], ident[chain], own_op[chain],
                         own_layer[chain], own_mark[chain])
+
+
+def _unwrapped(op: np.ndarray) -> np.ndarray:
+    """Op identities without the wrapper tag (NONE stays)."""
+    return np.where(op >= _WRAPPER, op - _WRAPPER, op)
 
 
 def _carried_parents(thread: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -230,14 +245,17 @@ def _inherit(parent: np.ndarray, own_op: np.ndarray, own_layer: np.ndarray,
     ancestors-or-self.
 
     After round r, own_* covers the event and its 2^r - 1 nearest ancestors; a value found
-    higher up wins for the op (outermost), a value found lower wins for layer and mark.
+    higher up wins for the op (outermost) unless it is a wrapper and the lower one is not
+    (ids of wrappers carry _WRAPPER), a value found lower wins for layer and mark.
     """
     pointer = parent.copy()
     while (pointer != NONE).any():
         has = pointer != NONE
         up = np.where(has, pointer, 0)
         up_op, up_pointer = own_op[up], pointer[up]
-        own_op = np.where(has & (up_op != NONE), up_op, own_op)
+        own_is_op = (own_op != NONE) & (own_op < _WRAPPER)
+        wins = (up_op != NONE) & ((up_op < _WRAPPER) | ~own_is_op)
+        own_op = np.where(has & wins, up_op, own_op)
         own_layer = np.where(has & (own_layer == NONE), own_layer[up], own_layer)
         own_mark = np.where(has & (own_mark == NONE), own_mark[up], own_mark)
         pointer = np.where(has, up_pointer, NONE)

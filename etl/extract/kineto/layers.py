@@ -78,6 +78,16 @@ def is_forward_op(host: pa.Table, kinds: Any) -> Any:
                                                             BACKWARD))), False)
 
 
+def is_wrapper_op(host: pa.Table, is_op: Any) -> Any:
+    """The ops that yield the kernel's op to any other op enclosing the launch
+    (fields.toml [ops] wrappers: torch.compile's)."""
+    spec, names = field_map("kineto")["ops"], host["name"]
+    wrapper = pc.is_in(names, pa.array(spec["wrappers"], pa.string()))
+    for prefix in spec["wrapper_prefixes"]:
+        wrapper = pc.or_(wrapper, pc.starts_with(names, prefix))
+    return pc.fill_null(pc.and_(is_op, wrapper), False)
+
+
 def is_mark(kinds: Any) -> Any:
     return pc.fill_null(pc.is_in(kinds, MARK_KINDS), False)
 

@@ -381,8 +381,8 @@ def _pair_begin_end(spill: Path, first_index: int, options: PipelineOptions
 # added after it). A NULL pid/tid is the same thread as '' (as in trace_tables).
 _SORTED_HOST = """
 SELECT event_id, category, name, ts_ns, dur_ns, pid, tid, correlation_id, external_id,
-       is_op, is_layer, is_launch, linkable, sequence_number, fwd_thread_id, scope_kind,
-       is_mark{host_args}
+       is_op, is_wrapper_op, is_layer, is_launch, linkable, sequence_number, fwd_thread_id,
+       scope_kind, is_mark{host_args}
 FROM read_parquet({files})
 ORDER BY NOT linkable, coalesce(pid, ''), coalesce(tid, ''), ts_ns, ts_ns + dur_ns DESC,
          event_id
@@ -526,7 +526,8 @@ class _LinkState:
         chunk = link.SortedEvents(
             self.threads.codes(thread_keys(part)), _int64(part["ts_ns"]),
             _int64(part["ts_ns"]) + _int64(part["dur_ns"]), _int64(part["event_id"]),
-            _bools(part["is_op"]), _bools(part["is_layer"]), _bools(part["is_mark"]))
+            _bools(part["is_op"]), _bools(part["is_layer"]), _bools(part["is_mark"]),
+            _bools(part["is_wrapper_op"]))
         own = part.select(SCOPE_COLUMNS)
         scopes = _Scopes(np.concatenate([self.carry.ident, chunk.ident]), own if
                          self.carry_scopes is None else pa.concat_tables(

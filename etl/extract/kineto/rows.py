@@ -357,7 +357,8 @@ def _host_links(host: pa.Table, start: np.ndarray, end: np.ndarray,
                 timed: np.ndarray, kinds: Any, is_op: np.ndarray) -> link.HostLinks:
     thread = np.asarray(pc.dictionary_encode(thread_keys(host)).combine_chunks().indices)
     return link.link_host(thread, start, end, timed, is_op, _np_bools(pc.is_valid(kinds)),
-                          _np_bools(layers.is_mark(kinds)))
+                          _np_bools(layers.is_mark(kinds)),
+                          _np_bools(layers.is_wrapper_op(host, pa.array(is_op))))
 
 
 def _is_op(host: pa.Table, not_scopes: Any) -> np.ndarray:

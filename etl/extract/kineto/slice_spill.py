@@ -168,15 +168,17 @@ def _write(table: pa.Table, path: Path) -> None:
 
 
 def _with_link_flags(host: pa.Table, not_scopes: pa.Array) -> pa.Table:
-    """Add is_op, is_layer, is_launch, linkable, scope_kind and is_mark (see etl/extract/link.py and
-    layers.py for the rules); `not_scopes`: the step markers' rows (StepMarkers.of)."""
+    """Add is_op, is_wrapper_op, is_layer, is_launch, linkable, scope_kind and is_mark (see
+    etl/extract/link.py and layers.py for the rules); `not_scopes`: the step markers' rows
+    (StepMarkers.of)."""
     cats = host["category"]
     is_op = pc.and_(pc.is_in(cats, pa.array(["cpu_op", "Operator"])), pc.invert(not_scopes))
     kinds = layers.scope_kinds(host, not_scopes)
     launch_cats = [c for c, e in field_map("kineto")["categories"].items() if e.get("launch")]
     linkable = pc.and_(pc.and_(pc.equal(host["ph"], "X"), pc.is_valid(host["ts_ns"])),
                        pc.greater_equal(host["dur_ns"], 0))
-    flags = {"is_op": is_op, "is_layer": pc.is_valid(kinds),
+    flags = {"is_op": is_op, "is_wrapper_op": layers.is_wrapper_op(host, is_op),
+             "is_layer": pc.is_valid(kinds),
              "is_launch": pc.is_in(cats, pa.array(launch_cats)), "linkable": linkable,
              "is_mark": layers.is_mark(kinds)}
     for column, values in flags.items():
