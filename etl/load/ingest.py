@@ -42,8 +42,9 @@ from etl.warehouse.store import RUN_TABLES, Publication, TableWriter, Warehouse
 # before are then re-ingested, not reported unchanged. 2: issue #33 (anomalies that say
 # what a run lacks, GPU names of every source). 3: the syncs table (issue #30).
 # 4: collective_ops (issue #32). 5: collective_ops from nsys's NCCL ranges. 6: runs'
-# seconds_per_iteration from run.toml (issue #33).
-ROWS_REVISION = 6
+# seconds_per_iteration from run.toml (issue #33). 7: nsys launches joined per process,
+# ROCm kernels' geometry from their launch call.
+ROWS_REVISION = 7
 
 
 def extractor_version() -> str:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.extract import link
-from etl.extract.kineto import layers
+from etl.extract.kineto import launch_geometry, layers
 from etl.extract.kineto.decode import Anomaly, TraceInfo, stream_trace
 from etl.extract.collective_ops import collective_ops
 from etl.extract.fields import field_map
@@ -657,6 +657,7 @@ def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, writ
     """Pass 3: GPU activities with their launch, op, layer and iteration. `ends`, when
     given, gets the latest end of the activities launched in each iteration."""
     count = 0
+    geometry = launch_geometry.read_spilled(spill)
 
     def emit(joined: pa.Table) -> None:
         nonlocal count
@@ -668,6 +669,7 @@ def _kernels(spill: Path, gpu_rows: int, launch_rows: int, source: _Source, writ
             "iteration": _iteration_of(source, joined["launch_ts_ns"].combine_chunks()),
             "layer_kind": joined["layer_kind"], "pass": joined["pass"],
             "layer_status": pc.fill_null(joined["layer_status"], "no_launch")})
+        table = launch_geometry.filled(table, geometry)
         _flag_orphans(table, source)
         if ends is not None:
             merge_window_ends(ends, window_ends(table))

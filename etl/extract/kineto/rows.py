@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from etl.extract import link, trace_role
-from etl.extract.kineto import layers
+from etl.extract.kineto import launch_geometry, layers
 from etl.extract.kineto.completeness import RecordEnd, RecordOrder, window_ends
 from etl.extract.kineto.decode import KinetoTrace
 from etl.extract.fields import field_map
@@ -88,6 +88,9 @@ def build(trace: KinetoTrace, source_id: int, gpu_override: str | None,
     order = RecordOrder.of_events(plain) if trace.truncated else None  # in file order
     host_t, kern_t, iters = _link(host, gpu, trace.anomalies, times, order,
                                   StepMarkers.of_pattern(step_pattern))
+    geometry = launch_geometry.of_host_rows(base, is_host)
+    kern_t = launch_geometry.filled(
+        kern_t, None if geometry is None else geometry.sort_by("event_id"))
     context = {"source_id": source_id, "rank": rank}
     return SourceTables(
         host_events=_with_context(host_t, context),

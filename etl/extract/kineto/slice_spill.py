@@ -24,7 +24,7 @@ from etl.extract.kineto.decode import (COLLECTIVE_INT_COLUMNS, MEMORY_COLUMNS, S
                                        Anomaly, SliceText,
                                        decode_slice,
                                        field_map)
-from etl.extract.kineto import layers
+from etl.extract.kineto import launch_geometry, layers
 from etl.extract.rawio import read_slice
 from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, StepMarkers,
                                       _classify, _flag_times, complete_span,
@@ -82,6 +82,7 @@ def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folde
     if not paired:
         _flag_times(base, summary.anomalies)
     host = base.select(HOST_COLUMNS).take(pa.array(np.flatnonzero(is_host)))
+    launch_geometry.spill(launch_geometry.of_host_rows(base, is_host), folder, index)
     step_numbers, not_scopes = markers.of(host["name"])
     host = _with_link_flags(host, not_scopes)
     gpu = base.drop_columns(HOST_ARG_COLUMNS).take(pa.array(np.flatnonzero(is_gpu))).append_column(
