@@ -209,20 +209,44 @@ def step_patterns(custom: str | None) -> StepNames:
 
 
 def _steps(found: StepRanges) -> Steps:
-    """Step ranges by start; a range never popped ends where the next one starts."""
-    r, number, start, end, has_end = (
+    """Step ranges by start, those of one number that overlap merged (_merged_steps); a
+    range ends where the next one starts at the latest (one never popped always does)."""
+    r, number, start, end, has_end = _merged_steps(*(
         np.concatenate(parts) if parts else np.zeros(0, dtype)
         for parts, dtype in ((found.rows, np.int64), (found.numbers, np.int64),
                              (found.start, np.int64), (found.end, np.int64),
-                             (found.has_end, bool)))
+                             (found.has_end, bool))))
     order = np.argsort(start, kind="stable")
     r, number, start = r[order], number[order], start[order]
     end = np.where(has_end[order], end[order], np.iinfo(np.int64).max)
-    unpopped = bool(len(r) > 1 and (end[:-1] > start[1:]).any())
+    # never popped: a range holds the next one whole (both end at the capture's end, or
+    # have none); a range that the next merely overlaps (steps of processes that run
+    # apart, merged) is cut where the next starts but says nothing of the last one's end
+    unpopped = bool(len(r) > 1 and ((end[:-1] > start[1:]) & (end[1:] <= end[:-1])).any())
     if len(r) > 1:
         end[:-1] = np.minimum(end[:-1], start[1:])
     end = np.where(end == np.iinfo(np.int64).max, start, end)
     return Steps(r, number, start, end, unpopped)
+
+
+def _merged_steps(r: np.ndarray, number: np.ndarray, start: np.ndarray, end: np.ndarray,
+                  has_end: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Ranges of one step number that overlap in time as one, from the earliest start to
+    the latest end, at the earliest one's event id: the same step of several processes
+    (`nsys profile torchrun ...`: each rank pushes its own ProfilerStep#N) or of nested
+    markers. Ranges of a number that do not overlap (a loop run twice) stay apart, and so
+    does a range never popped (its end is not known)."""
+    keep: list[int] = []
+    end = end.copy()
+    for i in np.lexsort((r, start, number)).tolist():
+        last = keep[-1] if keep else None
+        if (last is not None and number[i] == number[last] and has_end[last] and has_end[i]
+                and start[i] < end[last]):
+            end[last] = max(end[last], end[i])
+            continue
+        keep.append(i)
+    at = np.array(keep, np.int64)
+    return r[at], number[at], start[at], end[at], has_end[at]
 
 
 def _iteration_table(steps: Steps, spilled: Spilled, source_id: int, offset: np.int64
@@ -292,8 +316,9 @@ def _export_notes(spilled: Spilled) -> list[tuple[str, int | None, str]]:
             f"GPU activities of {len(processes)} processes (pid "
             f"{', '.join(str(p) for p in processes[:8])}{' ...' if len(processes) > 8 else ''})"
             " in one export: each kernel's launch is found in its own process, but the "
-            "NVTX steps of all of them make one sequence of iterations and the run has no "
-            "ranks; profile each rank with an nsys of its own (torchrun "
+            "processes share one sequence of iterations (a step's window runs from the "
+            "first process's start of it to the last one's end) and the run has no ranks; "
+            "profile each rank with an nsys of its own (torchrun "
             "... nsys profile -o rank_%q{RANK} python train.py) for per-rank iterations")))
     graphs = spilled.gpu.graphs
     if graphs:

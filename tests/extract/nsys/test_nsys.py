@@ -376,3 +376,68 @@ def test_each_process_links_its_own_launches(tmp_path: Path, workers: int) -> No
     launched = sorted((k["ts_ns"] % 10_000, k["correlation_id"],
                        host[k["launch_event_id"]]["ts_ns"] % 10_000) for k in got["kernels"])
     assert launched == [(1100, 5, 100), (1700, 5, 300)]
+
+
+MS = 1_000_000
+
+
+def _two_process_export(path: Path, skew_ns: int, again_ns: int | None = None) -> Path:
+    """torchrun under one nsys: pids 4000 and 4001 on GPUs 0 and 1, each pushing
+    ProfilerStep#1 and #2 (10 ms each, from 10 ms; pid 4001 `skew_ns` later) and launching
+    one kernel per step (2 ms on GPU 0, 5 ms on GPU 1) with correlation ids 10 and 11 in both.
+    `again_ns`: pid 4000 runs ProfilerStep#1 once more there (a second loop, apart)."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'k');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, shortName INT, globalPid INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT,
+            globalTid INT);
+    """)
+    for rank, kernel_ms in ((0, 2), (1, 5)):
+        pid = (1 << 56) + ((4000 + rank) << 24)
+        for step in (0, 1):
+            s = 10 * MS + step * 10 * MS + rank * skew_ns
+            con.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, ?, ?)",
+                        (s, s + 10 * MS, f"ProfilerStep#{step + 1}", pid + 1))
+            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, 1)",
+                        (s + 100_000, s + 110_000, pid + 1, 10 + step))
+            con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 7, ?, 2, ?)",
+                        (s + 300_000, s + 300_000 + kernel_ms * MS, rank, 10 + step, pid))
+    if again_ns is not None:
+        con.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, 'ProfilerStep#1', ?)",
+                    (again_ns, again_ns + 10 * MS, (1 << 56) + (4000 << 24) + 1))
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("skew_ms,windows", [
+    (0, [(1, 10, 20), (2, 20, 30)]),
+    # pid 4001 3 ms behind: step 1 of both runs 10-23 ms, cut where step 2 starts (20 ms)
+    (3, [(1, 10, 20), (2, 20, 33)])])
+def test_the_steps_of_several_processes_make_one_window_each(
+        tmp_path: Path, skew_ms: int, windows: list[tuple[int, int, int]]) -> None:
+    """Each process pushes its own ProfilerStep#N: the ranges of one number that overlap are
+    one iteration, from the first start to the last end, never two rows of a number (one of
+    them 0 ns long) nor steps taken for never popped."""
+    result, got = _ingest(_two_process_export(tmp_path / "p.sqlite", skew_ms * MS))
+    its = [(i["iteration"], i["start_ns"] // MS, i["end_ns"] // MS)
+           for i in result.iterations.to_pylist()]
+    assert its == windows
+    assert sorted((k["device_id"], k["iteration"]) for k in got["kernels"]) == [
+        (0, 1), (0, 2), (1, 1), (1, 2)]
+    kinds = {a["kind"] for a in got["anomalies"]}
+    assert "several_processes" in kinds and "step_end_inferred" not in kinds
+
+
+def test_a_step_number_run_twice_apart_stays_two_iterations(tmp_path: Path) -> None:
+    """A second ProfilerStep#1 long after the first (a second loop) does not overlap it:
+    it stays an iteration of its own."""
+    result, _ = _ingest(_two_process_export(tmp_path / "p.sqlite", 0, again_ns=50 * MS))
+    its = [(i["iteration"], i["start_ns"] // MS, i["end_ns"] // MS)
+           for i in result.iterations.to_pylist()]
+    assert its == [(1, 10, 20), (2, 20, 30), (1, 50, 60)]
