@@ -16,7 +16,7 @@ correlation ids and ends, only for such exports).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,16 @@ class Steps:
     start: np.ndarray
     end: np.ndarray
     unpopped: bool = False     # ranges never popped (ended by the next one)
+    # step ranges merged into one of `rows` (another process's ProfilerStep#N, a nested
+    # marker of the same number): no layer either, linked by their own end
+    merged_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    merged_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def markers(self, link_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Event ids and link ends of every step range: the steps' (ending at `link_end`)
+        and the merged ones'."""
+        return (np.concatenate([self.rows, self.merged_rows]),
+                np.concatenate([link_end, self.merged_end]))
 
     def iteration(self, ts: np.ndarray) -> np.ndarray:
         return link.assign_iterations(self.start, self.end, self.number, ts,
@@ -183,7 +193,7 @@ def _linkable_order(spill: Path, steps: Steps, link_end: np.ndarray, options: Li
     order: as pass 1 wrote them when the calls are in start order, else sorted by DuckDB
     (then `sorted_` is called once they are: the sort overlaps pass 1's GPU half)."""
     if options.in_start_order:
-        yield from rows_in_start_order(spill, steps.rows, link_end, options.chunk_rows)
+        yield from rows_in_start_order(spill, *steps.markers(link_end), options.chunk_rows)
     else:
         yield from _sorted_rows(spill, steps, link_end, options, sorted_)
 
@@ -201,8 +211,9 @@ def _sorted_rows(spill: Path, steps: Steps, link_end: np.ndarray, options: LinkO
         return
     con = duckdb_for(spill, options.threads)
     try:
-        con.register("step_ends", pa.table({"event_id": pa.array(steps.rows, pa.int64()),
-                                            "link_end": pa.array(link_end, pa.int64())}))
+        rows, ends = steps.markers(link_end)
+        con.register("step_ends", pa.table({"event_id": pa.array(rows, pa.int64()),
+                                            "link_end": pa.array(ends, pa.int64())}))
         reader = con.execute(_SORTED_HOST.format(rows=" UNION ALL ".join(sources))
                              ).to_arrow_reader(options.chunk_rows)
         sorted_()

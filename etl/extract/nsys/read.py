@@ -211,11 +211,12 @@ def step_patterns(custom: str | None) -> StepNames:
 def _steps(found: StepRanges) -> Steps:
     """Step ranges by start, those of one number that overlap merged (_merged_steps); a
     range ends where the next one starts at the latest (one never popped always does)."""
-    r, number, start, end, has_end = _merged_steps(*(
+    kept, merged = _merged_steps(*(
         np.concatenate(parts) if parts else np.zeros(0, dtype)
         for parts, dtype in ((found.rows, np.int64), (found.numbers, np.int64),
                              (found.start, np.int64), (found.end, np.int64),
                              (found.has_end, bool))))
+    r, number, start, end, has_end = kept
     order = np.argsort(start, kind="stable")
     r, number, start = r[order], number[order], start[order]
     end = np.where(has_end[order], end[order], np.iinfo(np.int64).max)
@@ -226,27 +227,32 @@ def _steps(found: StepRanges) -> Steps:
     if len(r) > 1:
         end[:-1] = np.minimum(end[:-1], start[1:])
     end = np.where(end == np.iinfo(np.int64).max, start, end)
-    return Steps(r, number, start, end, unpopped)
+    return Steps(r, number, start, end, unpopped, *merged)
 
 
 def _merged_steps(r: np.ndarray, number: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  has_end: np.ndarray) -> tuple[np.ndarray, ...]:
+                  has_end: np.ndarray
+                  ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
     """Ranges of one step number that overlap in time as one, from the earliest start to
     the latest end, at the earliest one's event id: the same step of several processes
     (`nsys profile torchrun ...`: each rank pushes its own ProfilerStep#N) or of nested
     markers. Ranges of a number that do not overlap (a loop run twice) stay apart, and so
-    does a range never popped (its end is not known)."""
+    does a range never popped (its end is not known). Returns the ranges kept (r, number,
+    start, end, has_end) and the event ids and own ends of those merged into them."""
     keep: list[int] = []
-    end = end.copy()
+    merged: list[int] = []
+    joined_end = end.copy()
     for i in np.lexsort((r, start, number)).tolist():
         last = keep[-1] if keep else None
         if (last is not None and number[i] == number[last] and has_end[last] and has_end[i]
-                and start[i] < end[last]):
-            end[last] = max(end[last], end[i])
+                and start[i] < joined_end[last]):
+            joined_end[last] = max(joined_end[last], end[i])
+            merged.append(i)
             continue
         keep.append(i)
-    at = np.array(keep, np.int64)
-    return r[at], number[at], start[at], end[at], has_end[at]
+    at, away = np.array(keep, np.int64), np.array(merged, np.int64)
+    return ((r[at], number[at], start[at], joined_end[at], has_end[at]),
+            (r[away], end[away]))
 
 
 def _iteration_table(steps: Steps, spilled: Spilled, source_id: int, offset: np.int64

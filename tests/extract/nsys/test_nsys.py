@@ -430,6 +430,8 @@ def test_the_steps_of_several_processes_make_one_window_each(
     assert its == windows
     assert sorted((k["device_id"], k["iteration"]) for k in got["kernels"]) == [
         (0, 1), (0, 2), (1, 1), (1, 2)]
+    # every process's step ranges are markers, none a layer (the NVTX layer of a kernel)
+    assert {k["layer"] for k in got["kernels"]} == {None}
     kinds = {a["kind"] for a in got["anomalies"]}
     assert "several_processes" in kinds and "step_end_inferred" not in kinds
 
