@@ -89,12 +89,10 @@ def close_last_step(steps: Steps, spill: Path, parts: Partitioning) -> None:
     """The last step ends with the last GPU activity launched in it (its iteration: the
     steps as linked, the last one up to its recorded end), not at the capture's end.
     A GPU row's launch is the first call (lowest event id) with its correlation id (in its
-    process, launch_join.py): each
-    partition's calls (pass 1's call.arrow) and GPU rows are joined as in pass 3a, only
-    for the first calls that start in the last step's window."""
+    process, launch_join.py): each partition's calls (pass 1's call.arrow) and GPU rows are
+    joined as in pass 3a, only for the first calls that start in the last step's window."""
     last = steps.number[-1]
-    mine = steps.number == last
-    window = (int(steps.start[mine].min()), int(steps.end[mine].max()))
+    window = (int(steps.start[-1]), int(steps.end[-1]))  # the last range, not its number's
     ends = [_ends_launched_in(spill / PARTS / str(k), window, steps, last)
             for k in range(parts.parts)]
     found = np.concatenate(ends) if ends else np.zeros(0, np.int64)

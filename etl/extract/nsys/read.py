@@ -215,7 +215,7 @@ def _steps(found: StepRanges) -> Steps:
         np.concatenate(parts) if parts else np.zeros(0, dtype)
         for parts, dtype in ((found.rows, np.int64), (found.numbers, np.int64),
                              (found.start, np.int64), (found.end, np.int64),
-                             (found.has_end, bool))))
+                             (found.has_end, bool), (found.threads, np.int64))))
     r, number, start, end, has_end = kept
     order = np.argsort(start, kind="stable")
     r, number, start = r[order], number[order], start[order]
@@ -231,25 +231,29 @@ def _steps(found: StepRanges) -> Steps:
 
 
 def _merged_steps(r: np.ndarray, number: np.ndarray, start: np.ndarray, end: np.ndarray,
-                  has_end: np.ndarray
+                  has_end: np.ndarray, thread: np.ndarray
                   ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
-    """Ranges of one step number that overlap in time as one, from the earliest start to
-    the latest end, at the earliest one's event id: the same step of several processes
-    (`nsys profile torchrun ...`: each rank pushes its own ProfilerStep#N) or of nested
-    markers. Ranges of a number that do not overlap (a loop run twice) stay apart, and so
-    does a range never popped (its end is not known). Returns the ranges kept (r, number,
-    start, end, has_end) and the event ids and own ends of those merged into them."""
+    """Ranges of one step number pushed by different threads that overlap in time as one,
+    from the earliest start to the latest end, at the earliest one's event id: the same
+    step of several processes (`nsys profile torchrun ...`: each rank pushes its own
+    ProfilerStep#N). Ranges of one thread never merge (a loop run twice, ranges never
+    popped that all end at the capture's end), nor do ranges without an end. Returns the
+    ranges kept (r, number, start, end, has_end) and the event ids and own ends of those
+    merged into them."""
     keep: list[int] = []
     merged: list[int] = []
     joined_end = end.copy()
+    threads: set[int] = set()   # of the range kept last and those merged into it
     for i in np.lexsort((r, start, number)).tolist():
         last = keep[-1] if keep else None
         if (last is not None and number[i] == number[last] and has_end[last] and has_end[i]
-                and start[i] < joined_end[last]):
+                and start[i] < joined_end[last] and int(thread[i]) not in threads):
             joined_end[last] = max(joined_end[last], end[i])
             merged.append(i)
+            threads.add(int(thread[i]))
             continue
         keep.append(i)
+        threads = {int(thread[i])}
     at, away = np.array(keep, np.int64), np.array(merged, np.int64)
     return ((r[at], number[at], start[at], joined_end[at], has_end[at]),
             (r[away], end[away]))

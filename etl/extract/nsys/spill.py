@@ -120,8 +120,10 @@ class StepRanges:
     start: list[np.ndarray] = field(default_factory=list)
     end: list[np.ndarray] = field(default_factory=list)
     has_end: list[np.ndarray] = field(default_factory=list)
+    threads: list[np.ndarray] = field(default_factory=list)   # globalTid (pid in it)
 
-    def find(self, ids: np.ndarray, names: pa.Array, start: np.ndarray, end: pa.Array) -> None:
+    def find(self, ids: np.ndarray, names: pa.Array, start: np.ndarray, end: pa.Array,
+             thread: np.ndarray) -> None:
         """Keep the batch's step ranges; the patterns run once per distinct name."""
         import pyarrow.compute as pc
 
@@ -136,6 +138,7 @@ class StepRanges:
         self.start.append(start[hit])
         self.end.append(end.fill_null(-1).to_numpy()[hit])
         self.has_end.append(end.is_valid().to_numpy(zero_copy_only=False)[hit])
+        self.threads.append(thread[hit])
 
     def _number(self, name: str) -> int:
         number = self.patterns.number(name)
@@ -292,7 +295,7 @@ def _spill_nvtx(export: Export, names: Names, steps: StepRanges, folder: Path,
             codes = names.of_texts(_nvtx_names(batch, names))
             rows = _host_batch(batch, codes, 2, found)
             steps.find(rows["event_id"].to_numpy(), names.text(codes),
-                       rows["start"].to_numpy(), rows["end"])
+                       rows["start"].to_numpy(), rows["end"], rows["thread"].to_numpy())
             nvtx.write(rows)
             found.nvtx_rows += rows.num_rows
 

@@ -443,3 +443,48 @@ def test_a_step_number_run_twice_apart_stays_two_iterations(tmp_path: Path) -> N
     its = [(i["iteration"], i["start_ns"] // MS, i["end_ns"] // MS)
            for i in result.iterations.to_pylist()]
     assert its == [(1, 10, 20), (2, 20, 30), (1, 50, 60)]
+
+
+def _one_process_loops(path: Path, end_of: Any) -> Path:
+    """One thread running ProfilerStep#1, #2 twice (from 10, 20, 50, 60 ms), each range
+    ending at end_of(start ms) ns, one 1.7 ms kernel launched 0.1 ms into each."""
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'k');
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+            correlationId INT, nameId INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
+            streamId INT, correlationId INT, shortName INT, globalPid INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT,
+            globalTid INT);
+    """)
+    pid = (1 << 56) + (4000 << 24)
+    for corr, (number, start_ms) in enumerate([(1, 10), (2, 20), (1, 50), (2, 60)]):
+        s = start_ms * MS
+        con.execute("INSERT INTO NVTX_EVENTS VALUES (?, ?, 59, ?, ?)",
+                    (s, end_of(start_ms), f"ProfilerStep#{number}", pid + 1))
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, 1)",
+                    (s + 100_000, s + 110_000, pid + 1, corr))
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, 2, ?)",
+                    (s + 300_000, s + 2 * MS, corr, pid))
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("end_of,windows", [
+    (lambda start_ms: (start_ms + 10) * MS, [(1, 10, 20), (2, 20, 30), (1, 50, 60), (2, 60, 70)]),
+    # never popped: every range ends at the capture's end (100 ms), each is cut where the
+    # next starts and the last ends with its kernel (62 ms)
+    (lambda start_ms: 100 * MS, [(1, 10, 20), (2, 20, 50), (1, 50, 60), (2, 60, 62)])])
+def test_one_thread_running_a_loop_twice_keeps_four_iterations(
+        tmp_path: Path, end_of: Any, windows: list[tuple[int, int, int]]) -> None:
+    """Ranges of one number from one thread are never merged, even when they overlap
+    because they were never popped."""
+    result, got = _ingest(_one_process_loops(tmp_path / "p.sqlite", end_of))
+    its = [(i["iteration"], i["start_ns"] // MS, i["end_ns"] // MS)
+           for i in result.iterations.to_pylist()]
+    assert its == windows
+    assert [k["iteration"] for k in sorted(got["kernels"], key=lambda k: k["ts_ns"])] == [
+        1, 2, 1, 2]
