@@ -2,9 +2,14 @@
 
 CUDA traces write a kernel's grid, block and shared memory on the kernel event; ROCm
 traces (hipLaunchKernel, hipExtModuleLaunchKernel) write them on the launch call's args
-instead, and the kernel event has none. A kernel without its own geometry takes its launch
-call's, column by column (the kernel's own value wins where both have one); the launch
-calls that carry any are kept apart in pass 1 (a file per slice, none for CUDA traces).
+instead, and the kernel event has none; for hipExtModuleLaunchKernel and
+hipHccModuleLaunchKernel that "grid" counts threads (fields.toml [launch_geometry]).
+
+A kernel without its own geometry takes its launch call's, column by column (the kernel's
+own value wins where both have one). The launch calls that carry any are kept apart in
+pass 1 (a file per slice; none for a CUDA trace unless Inductor's kernel ops write their
+grid), and pass 3 holds them all (~64 bytes a launch call: 32 MB for a ROCm trace of
+500 000 launches).
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from etl.extract.fields import field_map
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,7 +40,29 @@ def of_host_rows(base: pa.Table, is_host: np.ndarray) -> pa.Table | None:
     carries &= is_host
     if not carries.any():
         return None
-    return base.select(["event_id", *GEOMETRY]).take(pa.array(np.flatnonzero(carries)))
+    rows = base.select(["event_id", "name", *GEOMETRY]).take(pa.array(np.flatnonzero(carries)))
+    return _in_blocks(rows).drop_columns(["name"])
+
+
+def _in_blocks(rows: pa.Table) -> pa.Table:
+    """The grid of the calls that write HIP's global work size (threads) in blocks:
+    ceil(grid / block), where the block is known and positive."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    calls = field_map("kineto")["launch_geometry"]["global_work_size_calls"]
+    threads = pc.is_in(rows["name"], pa.array(calls, pa.string()))
+    if not pc.any(threads).as_py():
+        return rows
+    for axis in "xyz":
+        grid, block = rows[f"grid_{axis}"], rows[f"block_{axis}"]
+        known = pc.fill_null(pc.and_(threads, pc.greater(block, 0)), False)
+        divisor = pc.if_else(known, block, pa.scalar(1, block.type))
+        blocks = pc.divide(pc.add(grid, pc.subtract(divisor, 1)), divisor)  # integer ceil
+        at = rows.schema.get_field_index(f"grid_{axis}")
+        rows = rows.set_column(at, f"grid_{axis}",
+                               pc.if_else(known, blocks.cast(grid.type), grid))
+    return rows
 
 
 def spill(geometry: pa.Table | None, folder: Path, index: int) -> None:
