@@ -38,10 +38,11 @@ from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_ste
                                      link_host, pass_2_files)
 from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
-from etl.extract.nsys.spill import GRAPH_NAME, Names, Spilled, StepRanges, spill_export
+from etl.extract.nsys.spill import (GRAPH_NAME, SPILLED_TABLES, Names, Spilled, StepRanges,
+                                    spill_export)
 from etl.extract.nsys.decode import Export
 from etl.extract.nsys.collectives import NcclRanges
-from etl.extract.nsys.syncs import read_syncs
+from etl.extract.nsys.syncs import EVENT_TABLE, SYNC_TABLE, read_syncs
 from etl.extract.fields import field_map
 from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNames, StepNumberError
 from etl.extract.trace_role import (SourceInfo, TraceClock, TraceResult, no_gpu_activity,
@@ -139,7 +140,7 @@ def _linked(export: Export, spilled: Spilled, names: Names, steps: Steps,
     cause = _no_gpu_activity(spilled)
     if cause is not None:
         anomalies.append(no_gpu_activity(cause))
-    anomalies += _export_notes(spilled)
+    anomalies += _export_notes(spilled) + _tables_not_read(export)
     devices = _devices(export, spilled.gpu.devices, source_id, gpu_override)
     for samples in samples_read():
         sinks.table("gpu_samples", samples)
@@ -339,6 +340,19 @@ def _export_notes(spilled: Spilled) -> list[tuple[str, int | None, str]]:
             "launch geometry, count) are not in the export: profile with "
             "--cuda-graph-trace=node for them")))
     return notes
+
+
+def _tables_not_read(export: Export) -> list[tuple[str, int | None, str]]:
+    """CUPTI activity tables with rows that no reader here takes (fields.toml [tables])."""
+    known = {*SPILLED_TABLES, SYNC_TABLE, EVENT_TABLE, *field_map("nsys")["tables"]["not_work"]}
+    unread = {t: export.count(t) for t in sorted(export.tables)
+              if t.startswith("CUPTI_ACTIVITY_KIND_") and t not in known}
+    listed = ", ".join(f"{t} ({n} rows)" for t, n in unread.items() if n)
+    if not listed:
+        return []
+    return [("nsys_tables_not_read", None, (
+        f"CUPTI activity tables this reader does not take: {listed}; GPU time they hold, "
+        "if any, is not in kernels or any utilization"))]
 
 
 def _anomaly_table(found: list[tuple[str, int | None, str]], source_id: int) -> pa.Table:

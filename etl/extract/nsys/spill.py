@@ -42,6 +42,7 @@ _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_M
 # correlation id (read.py flags them: cuda_graph_traced_whole).
 GRAPH_TABLE, GRAPH_NAME = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "[CUDA graph]"
 _GPU_TABLES = (*(table for table, _ in _ACTIVITIES), GRAPH_TABLE)
+SPILLED_TABLES = (*(table for table, _ in _CALLS), *_GPU_TABLES)   # the tables pass 1 reads
 _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
                   "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
                   "dynamic_shared", "bytes", "copy_kind", "process")

@@ -488,3 +488,24 @@ def test_one_thread_running_a_loop_twice_keeps_four_iterations(
     assert its == windows
     assert [k["iteration"] for k in sorted(got["kernels"], key=lambda k: k["ts_ns"])] == [
         1, 2, 1, 2]
+
+
+def test_cupti_tables_no_reader_takes_are_named(tmp_path: Path) -> None:
+    """A CUPTI activity table with rows that nothing reads (Blackwell's MEM_DECOMPRESS) is
+    named with its row count; the profiler's OVERHEAD table and empty tables are not."""
+    path = tiny_export(tmp_path / "t.sqlite", 1_745_524_738_000_000_000)
+    con = sqlite3.connect(path)
+    con.executescript("""
+        CREATE TABLE CUPTI_ACTIVITY_KIND_MEM_DECOMPRESS (start INT, end INT, deviceId INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_MEM_DECOMPRESS VALUES (1, 2, 0), (3, 4, 0);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_OVERHEAD (start INT, end INT);
+        INSERT INTO CUPTI_ACTIVITY_KIND_OVERHEAD VALUES (1, 2);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_NVLINK (start INT);
+    """)
+    con.commit()
+    con.close()
+    [flag] = [a for a in _ingest(path)[1]["anomalies"] if a["kind"] == "nsys_tables_not_read"]
+    assert "CUPTI_ACTIVITY_KIND_MEM_DECOMPRESS (2 rows)" in flag["detail"]
+    assert "OVERHEAD" not in flag["detail"] and "NVLINK" not in flag["detail"]
+    assert not [a for a in _ingest(tiny_export(tmp_path / "plain.sqlite", 0))[1]["anomalies"]
+                if a["kind"] == "nsys_tables_not_read"]
