@@ -1,6 +1,17 @@
-{#- launch_stats.sql: the CTEs of launch_stats_v<N> (v2 on): each activity with its launch
-call, whether the call is a graph launch, the calls' statistics once per call, and the
-activities' statistics per name. -#}
+{#- launch_stats.sql: the CTEs of launch_stats_v<N>: each activity with its launch call,
+whether the call is a graph launch, the calls' statistics once per call, and the
+activities' statistics per name (v1 shares which activities are read). -#}
+
+{#- The kernels, copies and sets with a timed launch call (kernels AS k, runs AS r, the call
+as host_events AS h). -#}
+{% macro with_launch_call() -%}
+    FROM kernels AS k
+    JOIN runs AS r ON r.run_id = k.run_id
+    JOIN host_events AS h
+      ON h.run_id = k.run_id AND h.source_id = k.source_id AND h.event_id = k.launch_event_id
+    WHERE k.kernel_type IN ('computation', 'communication', 'memory')
+      AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0 AND h.ts_ns IS NOT NULL AND h.dur_ns >= 0
+{%- endmacro %}
 
 {#- launched: each kernel, copy or set with its launch call (kernels.launch_event_id) and
 how many activities that call enqueued; `first_of_call` adds whether the activity is the
@@ -18,18 +29,18 @@ launched AS (
            row_number() OVER (PARTITION BY k.run_id, k.source_id, k.launch_event_id
                               ORDER BY k.ts_ns, k.kernel_id) = 1 AS first_of_call
 {%- endif %}
-    FROM kernels AS k
-    JOIN runs AS r ON r.run_id = k.run_id
-    JOIN host_events AS h
-      ON h.run_id = k.run_id AND h.source_id = k.source_id AND h.event_id = k.launch_event_id
-    WHERE k.kernel_type IN ('computation', 'communication', 'memory')
-      AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0 AND h.ts_ns IS NOT NULL AND h.dur_ns >= 0
+{{ with_launch_call() }}
 )
 {%- endmacro %}
 
-{#- A graph launch: a call that enqueued several activities, or named *GraphLaunch. -#}
-{% macro graph_launch() -%}
-call_activities > 1 OR regexp_matches(call_name, '(?i)graphlaunch') AS graph_launch
+{#- The CTE `name`: launched with graph_launch, true for the activities of a graph launch
+(a call that enqueued several activities, or named *GraphLaunch). -#}
+{% macro graphed(name) -%}
+{{ name }} AS (
+    SELECT *,
+           call_activities > 1 OR regexp_matches(call_name, '(?i)graphlaunch') AS graph_launch
+    FROM launched
+)
 {%- endmacro %}
 
 {#- calls and call_stats: each launch call once per name (from `typed`), then their count,

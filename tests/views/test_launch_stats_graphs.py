@@ -4,6 +4,7 @@ relu of 5 µs (a short kernel). v1 credited each graph kernel with the whole 80 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import etl
 from tests.conftest import kernel, launch, step, write_trace
@@ -18,17 +19,23 @@ COLUMNS = ("kernel_name, graph_launch, launch_count, launch_call_count, mean_lau
            "launch_outlier_count, graph_note IS NOT NULL")
 
 
-def test_graph_kernels_apart(tmp_path: Path) -> None:
-    write_trace(tmp_path / "runs" / "graph" / "trace.json", EVENTS)
+def answers(tmp_path: Path, events: list[dict[str, Any]], *queries: str
+            ) -> list[list[tuple[Any, ...]]]:
+    """The rows of each query (ORDER BY ALL added) over a warehouse of `events` alone."""
+    write_trace(tmp_path / "runs" / "graph" / "trace.json", events)
     [result] = etl.ingest([tmp_path / "runs" / "graph"], tmp_path / "wh")
     assert result.status == "ingested", result.error
     con = etl.connect(tmp_path / "wh")
     try:
-        v2 = con.execute(f"SELECT {COLUMNS} FROM launch_stats_v2 ORDER BY ALL").fetchall()
-        v1 = con.execute("SELECT kernel_name, launch_count, launch_outlier_count, "
-                         "short_kernel_count FROM launch_stats_v1 ORDER BY ALL").fetchall()
+        return [con.execute(f"{query} ORDER BY ALL").fetchall() for query in queries]
     finally:
         con.close()
+
+
+def test_graph_kernels_apart(tmp_path: Path) -> None:
+    v2, v1 = answers(tmp_path, EVENTS, f"SELECT {COLUMNS} FROM launch_stats_v2",
+                     "SELECT kernel_name, launch_count, launch_outlier_count, "
+                     "short_kernel_count FROM launch_stats_v1")
     # delays from the graph call's end (81 µs): gemm 19 and 59 µs, relu 99 µs
     assert v2 == [("gemm", True, 2, 1, 80_000.0, 39_000.0, None, None, None, True),
                   ("relu", False, 1, 1, 10_000.0, 10_000.0, 1, 1.0, 0, False),
@@ -51,17 +58,9 @@ V3_COLUMNS = ("kernel_name, graph_launch, launch_count, launch_call_count, delay
 
 
 def test_graph_delays_are_those_of_its_first_activity(tmp_path: Path) -> None:
-    write_trace(tmp_path / "runs" / "graph" / "trace.json", V3_EVENTS)
-    [result] = etl.ingest([tmp_path / "runs" / "graph"], tmp_path / "wh")
-    assert result.status == "ingested", result.error
-    con = etl.connect(tmp_path / "wh")
-    try:
-        v3 = con.execute(f"SELECT {V3_COLUMNS} FROM launch_stats_v3 ORDER BY ALL").fetchall()
-        v2 = con.execute("SELECT kernel_name, graph_launch, delay_outlier_count "
-                         "FROM launch_stats_v2 ORDER BY ALL").fetchall()
-        stable = con.execute(f"SELECT {V3_COLUMNS} FROM launch_stats ORDER BY ALL").fetchall()
-    finally:
-        con.close()
+    v3, v2, stable = answers(tmp_path, V3_EVENTS, f"SELECT {V3_COLUMNS} FROM launch_stats_v3",
+                             "SELECT kernel_name, graph_launch, delay_outlier_count "
+                             "FROM launch_stats_v2", f"SELECT {V3_COLUMNS} FROM launch_stats")
     # the graph: call 1..81 µs, first gemm at 100 µs (delay 19, queue 99); the relus outside
     # it: calls end at 310 and 335 µs, kernels start at 320 and 500 µs
     assert v3 == [("gemm", True, 2, 1, 1, 19_000.0, 19_000, 99_000.0, 0),

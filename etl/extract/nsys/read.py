@@ -38,8 +38,8 @@ from etl.extract.nsys.passes import (Context, LinkOptions, Steps, close_last_ste
                                      link_host, pass_2_files)
 from etl.extract.heap import keep_freed_heap
 from etl.extract.removal import Removal
-from etl.extract.nsys.spill import (GRAPH_NAME, SPILLED_TABLES, Names, Spilled, StepRanges,
-                                    spill_export)
+from etl.extract.nsys.spill import (GRAPH_NAME, PID_MASK, PID_SHIFT, SPILLED_TABLES, Names,
+                                    Spilled, StepRanges, spill_export)
 from etl.extract.nsys.decode import Export
 from etl.extract.nsys.collectives import NcclRanges
 from etl.extract.nsys.syncs import EVENT_TABLE, SYNC_TABLE, read_syncs
@@ -320,8 +320,7 @@ def _devices(export: Export, used: set[int], source_id: int, gpu_override: str |
 def _export_notes(spilled: Spilled) -> list[tuple[str, int | None, str]]:
     """What the export holds that the rows cannot say: several processes, whole graphs."""
     notes: list[tuple[str, int | None, str]] = []
-    # globalPid is nsys's serialized id: the process id in bits 24-47 (spill.pid_of)
-    processes = sorted({(p >> 24) & 0xFFFFFF for p in spilled.gpu.processes})
+    processes = sorted({(p >> PID_SHIFT) & PID_MASK for p in spilled.gpu.processes})
     if len(processes) > 1:
         notes.append(("several_processes", None, (
             f"GPU activities of {len(processes)} processes (pid "

@@ -43,6 +43,7 @@ _ACTIVITIES = (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_M
 GRAPH_TABLE, GRAPH_NAME = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "[CUDA graph]"
 _GPU_TABLES = (*(table for table, _ in _ACTIVITIES), GRAPH_TABLE)
 SPILLED_TABLES = (*(table for table, _ in _CALLS), *_GPU_TABLES)   # the tables pass 1 reads
+PID_SHIFT, PID_MASK = 24, 0xFFFFFF   # nsys's serialized globalTid / globalPid: pid in bits 24-47
 _ACTIVITY_KEYS = ("start", "end", "device", "stream", "correlation", "name", "grid_x", "grid_y",
                   "grid_z", "block_x", "block_y", "block_z", "registers", "static_shared",
                   "dynamic_shared", "bytes", "copy_kind", "process")
@@ -320,10 +321,10 @@ def names_processes(export: Export) -> bool:
 
 
 def pid_of(global_id: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """The process id in nsys's serialized globalTid / globalPid: bits 24-47."""
+    """The process id in nsys's serialized globalTid / globalPid."""
     import pyarrow.compute as pc
 
-    return pc.bit_wise_and(pc.shift_right(global_id, 24), 0xFFFFFF)
+    return pc.bit_wise_and(pc.shift_right(global_id, PID_SHIFT), PID_MASK)
 
 
 def spill_gpu_file(path: Path, folder: Path, offset: int, part_rows: int) -> GpuSpilled:

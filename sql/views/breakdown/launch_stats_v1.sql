@@ -1,3 +1,4 @@
+{% from 'launch_stats.sql' import with_launch_call -%}
 -- launch_stats: kernel launches by kernel name: how long the CPU's launch call took, how
 -- long the activity waited after it, how long it ran.
 -- Grain: one row per run, source (rank) and activity name (kernels, copies and sets that
@@ -16,12 +17,7 @@ WITH launched AS (
            k.dur_ns, h.dur_ns AS launch_ns,
            greatest(k.ts_ns - (h.ts_ns + h.dur_ns), 0) AS launch_delay_ns,
            k.ts_ns - h.ts_ns AS queue_delay_ns
-    FROM kernels AS k
-    JOIN runs AS r ON r.run_id = k.run_id
-    JOIN host_events AS h
-      ON h.run_id = k.run_id AND h.source_id = k.source_id AND h.event_id = k.launch_event_id
-    WHERE k.kernel_type IN ('computation', 'communication', 'memory')
-      AND k.ts_ns IS NOT NULL AND k.dur_ns >= 0 AND h.ts_ns IS NOT NULL AND h.dur_ns >= 0
+{{ with_launch_call() }}
 )
 SELECT
     run_id,

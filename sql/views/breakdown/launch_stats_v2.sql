@@ -1,4 +1,4 @@
-{% from 'launch_stats.sql' import launched, graph_launch, call_stats, kernel_stats, stats_joined -%}
+{% from 'launch_stats.sql' import launched, graphed, call_stats, kernel_stats, stats_joined -%}
 -- launch_stats: kernel launches by kernel name: how long the CPU's launch call took, how
 -- long the activity waited after it, how long it ran; kernels of CUDA-graph launches apart.
 -- Grain: one row per run, source (rank), activity name and graph_launch (kernels, copies
@@ -24,11 +24,7 @@
 -- kernel of a graph with the whole graph call, which counted one slow graph launch as an
 -- outlier per kernel and made short kernels of any kernel shorter than the graph's launch.
 WITH {{ launched() }},
-typed AS (
-    SELECT *,
-           {{ graph_launch() }}
-    FROM launched
-),
+{{ graphed('typed') }},
 {{ call_stats() }},
 {{ kernel_stats() }}
 SELECT

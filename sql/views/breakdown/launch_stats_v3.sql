@@ -1,4 +1,4 @@
-{% from 'launch_stats.sql' import launched, graph_launch, call_stats, kernel_stats, stats_joined -%}
+{% from 'launch_stats.sql' import launched, graphed, call_stats, kernel_stats, stats_joined -%}
 -- launch_stats: kernel launches by kernel name: how long the CPU's launch call took, how
 -- long the activity waited after it, how long it ran; kernels of CUDA-graph launches apart.
 -- Grain: one row per run, source (rank), activity name and graph_launch (kernels, copies
@@ -24,11 +24,7 @@
 -- gives one row per correlation id of the ranks asked for (rank 0 by default), and HTA
 -- 0.5 leaves graph launches out (cudaGraphLaunch is not among its launch calls).
 WITH {{ launched(first_of_call=true) }},
-graphed AS (
-    SELECT *,
-           {{ graph_launch() }}
-    FROM launched
-),
+{{ graphed('graphed') }},
 typed AS (
     -- delays counted: every activity outside graphs, the first one of each graph launch
     SELECT *,

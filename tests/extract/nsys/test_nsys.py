@@ -381,11 +381,9 @@ def test_each_process_links_its_own_launches(tmp_path: Path, workers: int) -> No
 MS = 1_000_000
 
 
-def _two_process_export(path: Path, skew_ns: int, again_ns: int | None = None) -> Path:
-    """torchrun under one nsys: pids 4000 and 4001 on GPUs 0 and 1, each pushing
-    ProfilerStep#1 and #2 (10 ms each, from 10 ms; pid 4001 `skew_ns` later) and launching
-    one kernel per step (2 ms on GPU 0, 5 ms on GPU 1) with correlation ids 10 and 11 in both.
-    `again_ns`: pid 4000 runs ProfilerStep#1 once more there (a second loop, apart)."""
+def _process_tables(path: Path) -> sqlite3.Connection:
+    """A new export at `path` with the tables of calls, kernels and NVTX ranges that name
+    their process (globalTid, globalPid), open for rows."""
     con = sqlite3.connect(path)
     con.executescript("""
         CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
@@ -397,6 +395,15 @@ def _two_process_export(path: Path, skew_ns: int, again_ns: int | None = None) -
         CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT,
             globalTid INT);
     """)
+    return con
+
+
+def _two_process_export(path: Path, skew_ns: int, again_ns: int | None = None) -> Path:
+    """torchrun under one nsys: pids 4000 and 4001 on GPUs 0 and 1, each pushing
+    ProfilerStep#1 and #2 (10 ms each, from 10 ms; pid 4001 `skew_ns` later) and launching
+    one kernel per step (2 ms on GPU 0, 5 ms on GPU 1) with correlation ids 10 and 11 in both.
+    `again_ns`: pid 4000 runs ProfilerStep#1 once more there (a second loop, apart)."""
+    con = _process_tables(path)
     for rank, kernel_ms in ((0, 2), (1, 5)):
         pid = (1 << 56) + ((4000 + rank) << 24)
         for step in (0, 1):
@@ -448,17 +455,7 @@ def test_a_step_number_run_twice_apart_stays_two_iterations(tmp_path: Path) -> N
 def _one_process_loops(path: Path, end_of: Any) -> Path:
     """One thread running ProfilerStep#1, #2 twice (from 10, 20, 50, 60 ms), each range
     ending at end_of(start ms) ns, one 1.7 ms kernel launched 0.1 ms into each."""
-    con = sqlite3.connect(path)
-    con.executescript("""
-        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
-        INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'k');
-        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
-            correlationId INT, nameId INT);
-        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, deviceId INT,
-            streamId INT, correlationId INT, shortName INT, globalPid INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, eventType INT, text TEXT,
-            globalTid INT);
-    """)
+    con = _process_tables(path)
     pid = (1 << 56) + (4000 << 24)
     for corr, (number, start_ms) in enumerate([(1, 10), (2, 20), (1, 50), (2, 60)]):
         s = start_ms * MS
