@@ -61,6 +61,8 @@ GRACE_SECONDS = 600
 # the end, which is why it is not larger: it is the one fixed cost of every small ingest
 # that is a sleep (0.25 s until 2026-11-29).
 PUBLISH_MARGIN_SECONDS = 0.05
+# A staging folder whose writer is gone is removed this long after its last change
+STAGING_GRACE_SECONDS = 60
 VISIBLE_SUFFIX = ".v"
 ROW_GROUP_ROWS = 1 << 20
 # Streamed tables buffer one row group in memory (~250 B a row for host events): a quarter
@@ -364,17 +366,38 @@ class Warehouse:
     def collect_garbage(self) -> None:
         """What a publish collects, also between publishes (superseded folders would else
         stay listed, and slow every query, until the next ingest); skipped when a writer
-        holds the lock or the warehouse is read-only for us."""
+        holds the lock or the warehouse is read-only for us, and without reading the runs
+        when no folder is old enough to be collected (every query ends here)."""
+        if not self._past_grace(time.time()):
+            return
         try:
             with self.publish_lock(wait=False):
-                self._collect_garbage(live_folders(self.read_runs(["publish_id"]), set()))
+                runs = self.read_runs(["publish_id"])
+                self._collect_garbage(live_folders(runs, set()),
+                                      set(runs["publish_id"].to_pylist()))
         except OSError:  # BlockingIOError, PermissionError, a read-only file system
             return
 
-    def _collect_garbage(self, live: set[str]) -> None:
+    def _past_grace(self, now: float) -> bool:
+        """Whether some publish, derived or staging folder is older than its grace: the
+        condition of every removal in _collect_garbage (a folder gone meanwhile is not)."""
+        for parent, grace in ((self.data, GRACE_SECONDS), (self.derived, GRACE_SECONDS),
+                              (self.staging, STAGING_GRACE_SECONDS)):
+            if not parent.is_dir():
+                continue
+            for folder in parent.iterdir():
+                try:
+                    if folder.name != SCHEMA_DIR and now - folder.stat().st_mtime > grace:
+                        return True
+                except FileNotFoundError:
+                    continue
+        return False
+
+    def _collect_garbage(self, live: set[str], current: set[str] | None = None) -> None:
         """Delete folders that hold no current publish (`live`: folder names), were
         superseded over the grace ago, and no running reader may read (one that started
-        before the superseding publish became visible)."""
+        before the superseding publish became visible). `current`: the publish ids of
+        the current runs, when the caller has read them."""
         now = time.time()
         leases = self.live_lease_starts()
         for folder in self._publish_dirs():
@@ -383,18 +406,21 @@ class Warehouse:
             if (folder.name not in live and not needed
                     and now - superseded > GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
-        self._collect_derived(now, leases)
+        self._collect_derived(now, leases, current)
         for folder in self.staging.iterdir():
             pid = _staging_pid(folder.name)
-            if (pid is None or not _alive(pid)) and now - folder.stat().st_mtime > 60:
+            if ((pid is None or not _alive(pid))
+                    and now - folder.stat().st_mtime > STAGING_GRACE_SECONDS):
                 shutil.rmtree(folder, ignore_errors=True)
 
 
-    def _collect_derived(self, now: float, leases: list[float]) -> None:
+    def _collect_derived(self, now: float, leases: list[float],
+                         current: set[str] | None) -> None:
         """Derived rows of publishes no longer current, under the same grace as theirs."""
         if not self.derived.is_dir():
             return
-        current = set(self.read_runs(["publish_id"])["publish_id"].to_pylist())
+        if current is None:
+            current = set(self.read_runs(["publish_id"])["publish_id"].to_pylist())
         for folder in self.derived.iterdir():
             made = folder.stat().st_mtime
             needed = any(start <= made + PUBLISH_MARGIN_SECONDS + 1 for start in leases)

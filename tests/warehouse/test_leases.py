@@ -117,3 +117,30 @@ def test_a_lease_named_while_listed_does_not_stop_the_collector(
 
     monkeypatch.setattr(Path, "glob", glob_with_vanished)
     assert wh.live_lease_starts() == []
+
+
+def test_collection_reads_the_runs_once_and_only_when_a_folder_is_due(
+        run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect_garbage (the end of every query) lists the folders first: while all are
+    younger than their grace it reads no runs; when one is due it reads them once, and
+    the due folders go (a superseded publish, a dead writer's staging folder)."""
+    wh = Warehouse.at(tmp_path / "wh")
+    first = republish(run, wh, 0)
+    second = republish(run, wh, 1)  # supersedes the first, which has its grace
+    stale_stage = wh.staging / "0123456789abcdef-000000000000.999999999"
+    stale_stage.mkdir(parents=True)
+    reads: list[list[str] | None] = []
+    read_runs = Warehouse.read_runs
+    monkeypatch.setattr(Warehouse, "read_runs",
+                        lambda self, columns=None: reads.append(columns) or read_runs(self,
+                                                                                     columns))
+    wh.collect_garbage()
+    assert reads == [] and publish_ids(wh) == {first, second} and stale_stage.exists()
+    folder = publish_folder(wh.root, first)
+    assert folder is not None
+    long_ago = time.time() - warehouse_module.GRACE_SECONDS - 5
+    for due in (folder, stale_stage):
+        os.utime(due, (long_ago, long_ago))
+    wh.collect_garbage()
+    assert reads == [["publish_id"]]
+    assert publish_ids(wh) == {second} and not stale_stage.exists()
