@@ -38,6 +38,59 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return LoadFileScheduling(config, log)
 
 
+# Warehouses built once per session from the whole corpus or the demo: a test that reads
+# one is slow (tests/slow_tests.py says what else is, and why)
+SHARED_WAREHOUSES = frozenset(("kineto_wh", "corpus_wh", "timeline_warehouse",
+                               "demo_warehouse"))
+
+
+def shared(value: str) -> Any:
+    """A parameter value naming one of SHARED_WAREHOUSES (read by request.getfixturevalue,
+    which the collection cannot see): marked slow as such a fixture would be."""
+    return pytest.param(value, marks=pytest.mark.slow)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every entry is checked
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark slow the tests on the shared warehouses and those tests/slow_tests.py names."""
+    from tests.slow_tests import COSTLY, PROCESSES
+
+    listed = set(PROCESSES) | set(COSTLY)
+    matched: set[str] = set()
+    for item in items:
+        function = item.nodeid.split("[", 1)[0]
+        hits = listed & {item.nodeid, function, function.split("::", 1)[0]}
+        matched |= hits
+        if hits or SHARED_WAREHOUSES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    stale = _stale_entries(listed - matched, items, config)
+    if stale:
+        raise pytest.UsageError(f"tests/slow_tests.py names {stale[0]}, which is no test: "
+                                "remove or rename the entry")
+
+
+def _stale_entries(unmatched: set[str], items: list[pytest.Item],
+                   config: pytest.Config) -> list[str]:
+    """Entries that name no test: a file that is not there, a function its collected
+    module lacks, or a parameter its function does not have (unless one parameter was
+    asked for by node id)."""
+    modules = {item.nodeid.split("::", 1)[0]: getattr(item, "module", None) for item in items}
+    functions = {item.nodeid.split("[", 1)[0] for item in items}
+    one_parameter = any("[" in arg for arg in config.invocation_params.args)
+    stale = []
+    for entry in sorted(unmatched):
+        path, _, name = entry.partition("::")
+        if not name and not (ROOT / path).is_file():
+            stale.append(entry)  # a whole file's entry
+        if path not in modules or not name:
+            continue  # its file was not collected this time
+        function = name.split("[", 1)[0]
+        if not hasattr(modules[path], function) or (
+                "[" in name and f"{path}::{function}" in functions and not one_parameter):
+            stale.append(entry)
+    return stale
+
+
 def corpus_path(*parts: str) -> Path:
     """A corpus path; in CI (CI=true) a missing corpus fails instead of skipping."""
     path = CORPUS.joinpath(*parts)
@@ -49,10 +102,10 @@ def corpus_path(*parts: str) -> Path:
 
 
 # The per-trace tests over the corpus read every trace in `make test`; `make check` leaves
-# out the four largest (1.4-3.0 MB compressed, the cost of those tests) as `slow`: the
-# thirteen it reads still hold every format variant the corpus has (ROCm, ns timestamps,
-# Triton, NCCL, B200, H100, two ranks, GPU user annotations).
-QUICK_CORPUS_BYTES = 1_200_000
+# out the six largest (0.8-3.0 MB compressed, the cost of those tests) as `slow`: the
+# eleven it reads hold ROCm, Triton, NCCL, H100, two ranks and GPU user annotations (the
+# ns timestamps and the B200 trace are read by `make test` only).
+QUICK_CORPUS_BYTES = 800_000
 
 
 def corpus_param(*values: Any, trace: str | Path) -> Any:

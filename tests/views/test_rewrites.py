@@ -23,6 +23,7 @@ from etl.api import connect
 from etl.core.sql_files import View, discover
 from etl.views.fingerprints import REWRITES
 from etl.views.rewrites import Rewrite, normalised_sql, read_rewrites, rows_apart
+from tests.conftest import shared
 
 WAREHOUSES = ("demo_warehouse", "edge_wh", "corpus_wh")
 
@@ -59,11 +60,10 @@ def rows_now_and_as_released(warehouse: Path, released: dict[str, str]
                                digits=12) for v in affected}
 
 
-# the corpus is slow (every reader of a rewritten view over every corpus trace, ~30 s on
-# one thread); each rewritten view has rows in the demo and edge-case warehouses too
-# (test_each_rewritten_view_has_rows_to_compare reads all three), which make check compares
-@pytest.mark.parametrize("fixture", [
-    "demo_warehouse", "edge_wh", pytest.param("corpus_wh", marks=pytest.mark.slow)])
+# every reader of a rewritten view, over the demo, the edge cases and the corpus (~30 s on
+# one thread): `make test` only (tests/slow_tests.py); each rewritten view has rows in at
+# least one of them (test_each_rewritten_view_has_rows_to_compare)
+@pytest.mark.parametrize("fixture", [shared("demo_warehouse"), "edge_wh", shared("corpus_wh")])
 def test_rewrites_keep_the_rows_of_every_view_that_reads_them(fixture: str,
                                                               request: Any) -> None:
     released = as_released(read_rewrites(REWRITES))

@@ -17,6 +17,7 @@ import pytest
 from etl.views.query import run_query
 from etl.core.schema import TABLES
 from etl.core.sql_files import discover
+from tests.conftest import shared
 
 # the warehouses edge_wh and corpus_wh: tests/views/conftest.py, tests/views/warehouses.py
 
@@ -141,7 +142,7 @@ def rows_of(con: Any, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
 # The version tests below read views_kept (the fixture kept): each version is computed
 # over the rows of the versions it reads, once per file, not over its whole tree per query.
 @pytest.mark.parametrize("stable", sorted(RENAMED))
-@pytest.mark.parametrize("where", ["edge", "corpus"])
+@pytest.mark.parametrize("where", ["edge", shared("corpus")])
 def test_v2_is_v1_with_renamed_columns(stable: str, where: str, request: Any,
                                        kept: Callable[[Path], Any]) -> None:
     con = kept(request.getfixturevalue(f"{where}_wh"))
@@ -157,7 +158,7 @@ def test_v2_is_v1_with_renamed_columns(stable: str, where: str, request: Any,
 
 
 @pytest.mark.parametrize("stable", ["op_time", "layer_utilization"])
-@pytest.mark.parametrize("where", ["edge", "corpus"])
+@pytest.mark.parametrize("where", ["edge", shared("corpus")])
 def test_v3_splits_v2_by_layer_kind_and_pass(stable: str, where: str, request: Any,
                                             kept: Callable[[Path], Any]) -> None:
     con = kept(request.getfixturevalue(f"{where}_wh"))
@@ -185,7 +186,7 @@ SUCCESSORS = [
 
 
 @pytest.mark.parametrize("before,after,columns", SUCCESSORS)
-@pytest.mark.parametrize("where", ["edge", "corpus", "demo"])
+@pytest.mark.parametrize("where", ["edge", shared("corpus"), shared("demo")])
 def test_a_new_version_keeps_its_predecessors_rows_here(before: str, after: str, columns: str,
                                                         where: str, request: Any,
                                                         kept: Callable[[Path], Any]) -> None:
