@@ -32,7 +32,7 @@ demo: setup
 	$(BIN)/etl report --warehouse demo-warehouse -o demo-report.html
 	@echo "open $(CURDIR)/demo-report.html"
 
-# every test, the slow ones (Spark, the browser, big inputs) included: what CI runs
+# every test, the slow ones (tests/slow_tests.py says which and why) included: what CI runs
 test: setup-full browser
 	$(BIN)/python -m pytest -n 2 -q
 

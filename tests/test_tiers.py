@@ -10,6 +10,11 @@ from tests import conftest
 from tests.slow_tests import COSTLY, PROCESSES
 
 
+def test_every_slow_entry_names_a_test() -> None:
+    """An entry of tests/slow_tests.py that names no test (renamed, removed) is stale."""
+    assert conftest.STALE_SLOW_ENTRIES == [], "remove or rename these entries"
+
+
 def test_every_test_on_a_shared_warehouse_is_slow(request: pytest.FixtureRequest) -> None:
     for item in request.session.items:
         if conftest.SHARED_WAREHOUSES & set(getattr(item, "fixturenames", ())):

@@ -366,11 +366,13 @@ class Warehouse:
     def collect_garbage(self) -> None:
         """What a publish collects, also between publishes (superseded folders would else
         stay listed, and slow every query, until the next ingest); skipped when a writer
-        holds the lock or the warehouse is read-only for us, and without reading the runs
-        when no folder is old enough to be collected (every query ends here)."""
-        if not self._past_grace(time.time()):
-            return
+        holds the lock or the warehouse is read-only for us. Every query ends here: while
+        no folder is older than its grace (a warehouse published to in the last ten
+        minutes) the runs are not read, nor dead readers' leases reaped; otherwise the runs
+        are read once."""
         try:
+            if not self._past_grace(time.time()):
+                return
             with self.publish_lock(wait=False):
                 runs = self.read_runs(["publish_id"])
                 self._collect_garbage(live_folders(runs, set()),

@@ -112,7 +112,7 @@ def test_no_relation_returns_nan_or_infinity_on_edge_cases(
     assert nonfinite_columns(kept(edge_wh)) == {}
 
 
-@pytest.mark.slow  # every relation over the whole corpus (the edge cases run in make check)
+@pytest.mark.slow  # every relation over the whole corpus (make check: the edge cases)
 def test_no_relation_returns_nan_or_infinity_on_the_corpus(
         corpus_wh: Path, kept: Callable[[Path], Any]) -> None:
     assert nonfinite_columns(kept(corpus_wh)) == {}
