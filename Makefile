@@ -1,8 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both set up .venv first:
 # the demo installs what it runs on (the runtime dependencies), the tests add the test
-# tools and the optional extras (ncu, spark) and the system's chromium. pip compiles no
-# bytecode (--no-compile): Python writes it for the modules a run imports, a fraction of
-# the ~1 GB installed (half of the install's CPU).
+# tools and the optional extras (ncu, spark) and the system's chromium.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -16,13 +14,13 @@ setup: $(RUNTIME)
 $(RUNTIME): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-compile -e .
+	$(BIN)/pip install --quiet -e .
 	touch $(RUNTIME)
 
 setup-full: $(FULL)
 
 $(FULL): $(RUNTIME)
-	$(BIN)/pip install --quiet --no-compile -e '.[test,ncu,spark]'
+	$(BIN)/pip install --quiet -e '.[test,ncu,spark]'
 	touch $(FULL)
 
 demo: setup
