@@ -64,13 +64,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     listed = set(PROCESSES) | set(COSTLY)
     matched: set[str] = set()
     for item in items:
-        function = item.nodeid.split("[", 1)[0]
-        hits = listed & {item.nodeid, function, function.split("::", 1)[0]}
+        hits = listed & slow_entry_keys(item.nodeid)
         matched |= hits
         if hits or SHARED_WAREHOUSES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     if not config.getoption("lf", False):  # --lf collects only some parameters
         STALE_SLOW_ENTRIES[:] = _stale_entries(listed - matched, items, config)
+
+
+def slow_entry_keys(nodeid: str) -> set[str]:
+    """The entries of tests/slow_tests.py that would name a test: its node id, its function
+    (all parameters) and its file."""
+    function = nodeid.split("[", 1)[0]
+    return {nodeid, function, function.split("::", 1)[0]}
 
 
 def _stale_entries(unmatched: set[str], items: list[pytest.Item],

@@ -26,8 +26,7 @@ def test_the_listed_tests_are_marked_slow(request: pytest.FixtureRequest) -> Non
     selects none of them)."""
     listed = set(PROCESSES) | set(COSTLY)
     for item in request.session.items:
-        function = item.nodeid.split("[", 1)[0]
-        if listed & {item.nodeid, function, function.split("::", 1)[0]}:
+        if listed & conftest.slow_entry_keys(item.nodeid):
             assert item.get_closest_marker("slow"), item.nodeid
 
 

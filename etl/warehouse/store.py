@@ -367,9 +367,9 @@ class Warehouse:
         """What a publish collects, also between publishes (superseded folders would else
         stay listed, and slow every query, until the next ingest); skipped when a writer
         holds the lock or the warehouse is read-only for us. Every query ends here: while
-        no folder is older than its grace (a warehouse published to in the last ten
-        minutes) the runs are not read, nor dead readers' leases reaped; otherwise the runs
-        are read once."""
+        no folder is older than its grace (a warehouse whose every publish, derived and
+        staging folder was made or superseded in the last ten minutes) the runs are not
+        read, nor dead readers' leases reaped; otherwise the runs are read once."""
         try:
             if not self._past_grace(time.time()):
                 return
