@@ -33,12 +33,14 @@ TABLES = tuple(t for t in ALL_TABLES if t != "runs")  # every table of a run
 WRITERS = 4              # concurrent `etl ingest` processes per test
 FRESH_WRITERS = 8        # on a warehouse folder that does not exist yet,
 FRESH_ROUNDS = 2         # each round on a new one
-REPUBLISHES = 80         # publishes of one run while `etl query` readers poll
-SHELL_REPUBLISHES = 20   # publishes of one run while raw DuckDB readers (the shell's) poll
+REPUBLISHES = 16         # publishes of one run while `etl query` readers poll
+SHELL_REPUBLISHES = 12   # publishes of one run while raw DuckDB readers (the shell's) poll
 # Both measured with the bug put back (the stored views' visible-from rule replaced by
-# `true`): the shell's readers saw half a run within 1 to 6 republishes, 2.5 on average
-# (13 runs), so 20 leave it unseen with odds under 1e-4 (0.61^20); `etl query`'s, with
-# its pinning taken out as well, needed up to 22, 10 on average (8 runs): 80 (~2e-4)
+# `true`; for `etl query`, its pinning taken out as well): with POLL_SQL, all 16 runs
+# (8 a test) saw half a run by the second republish. By a 95% bound a pair of republishes
+# then misses it with odds under 0.17: 12 republishes with odds under 3e-5, 16 under 1e-6.
+# With KERNELS_SQL alone the readers needed 2 to 32 republishes (10 on average), and 80
+# (odds ~2e-4) cost 4x the CPU.
 DUCKDB_READERS = 3       # threads polling with read-only DuckDB connections (+ `etl query`)
 MANY_RUNS = 40           # runs of one `etl ingest` (extraction workers + one publisher)
 MANY_ROUNDS = 1          # a new warehouse each; --jobs 4 extraction workers
@@ -48,6 +50,12 @@ ALLOWED = ("anomalies recorded", "anomaly recorded",
            "is open in another process; views were not refreshed")
 KERNELS_SQL = ("SELECT r.run_name, r.run_id, (SELECT count(*) FROM kernels k "
                "WHERE k.run_id = r.run_id) AS kernels FROM runs r")
+
+# What the readers poll: KERNELS_SQL's rows, with a deep view bound between the query's
+# two listings of `runs` (`runs r`, then the one inside `kernels`). Binding it takes most
+# of the query's time (LIMIT 0: it computes nothing), so a publish nearly always falls
+# between them: the moment a missing snapshot would show half a run.
+POLL_SQL = KERNELS_SQL + ", (SELECT count(*) FROM (SELECT * FROM run_summary LIMIT 0)) deep"
 
 GATE = '''\
 import os
@@ -189,7 +197,7 @@ class Readers:
         while not self.stop.is_set():
             try:
                 with duckdb.connect(str(self.wh / "warehouse.duckdb"), read_only=True) as con:
-                    self._check(con.execute(KERNELS_SQL).fetchall(), "duckdb")
+                    self._check(con.execute(POLL_SQL).fetchall(), "duckdb")
             except duckdb.Error as exc:  # a writer holds the file to create the views
                 if "lock" not in str(exc):
                     self.problems.append(f"duckdb: {type(exc).__name__}: {str(exc)[:300]}")
@@ -201,7 +209,7 @@ class Readers:
 
         while not self.stop.is_set():
             try:
-                _, rows = run_query(self.wh, KERNELS_SQL)
+                _, rows = run_query(self.wh, POLL_SQL)
                 self._check([(str(n), str(r), int(k)) for n, r, k in rows], "run_query")
             except EtlError as exc:
                 if "lock" not in str(exc):
@@ -210,7 +218,7 @@ class Readers:
 
     def _poll_cli(self) -> None:
         while not self.stop.is_set():
-            result = cli("query", KERNELS_SQL, "--warehouse", str(self.wh), "--format", "json")
+            result = cli("query", POLL_SQL, "--warehouse", str(self.wh), "--format", "json")
             if result.returncode == 0:
                 rows = json.loads(result.stdout)
                 self._check([(r["run_name"], r["run_id"], r["kernels"]) for r in rows],
