@@ -347,7 +347,11 @@ class Warehouse:
             late = _now_us() >= visible_from
             _fsync_path(self.data)
             self._supersede(previous, names)
-            self._collect_garbage({folder.name, *live_folders(previous, names)})
+            # the runs as they are now, without reading them again: the ones kept, and these
+            current = {row["publish_id"] for row in previous.select(
+                ["run_name", "publish_id"]).to_pylist() if row["run_name"] not in names}
+            self._collect_garbage({folder.name, *live_folders(previous, names)},
+                                  current | set(rows["publish_id"].to_pylist()))
         return Publication(folder.name, visible_from, late)
 
     def _next_sequence(self) -> int:

@@ -144,3 +144,29 @@ def test_collection_reads_the_runs_once_and_only_when_a_folder_is_due(
     wh.collect_garbage()
     assert reads == [["publish_id"]]
     assert publish_ids(wh) == {second} and not stale_stage.exists()
+
+
+def test_a_publish_collects_with_the_runs_it_read_under_the_lock(
+        run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A publish reads the runs twice (to skip unchanged runs, then under the writers'
+    lock) and collects with the second reading: a superseded publish's derived rows go,
+    another run's stay."""
+    monkeypatch.setattr(warehouse_module, "GRACE_SECONDS", 0)
+    other = run.parent / "r1"
+    write_trace(other / "t.json", [step(1, 0, 100_000), launch(1, 1_000),
+                                   kernel(1, 10_000, 30_000)])
+    wh = Warehouse.at(tmp_path / "wh")
+    ingest_all([run, other], wh)
+    ids = dict(zip(*(wh.read_runs(["publish_id"])[c].to_pylist()
+                     for c in ("run_name", "publish_id"))))
+    for publish_id in ids.values():  # as `etl critical-path` leaves them
+        (wh.derived / publish_id).mkdir(parents=True)
+    reads: list[list[str] | None] = []
+    read_runs = Warehouse.read_runs
+    monkeypatch.setattr(Warehouse, "read_runs",
+                        lambda self, columns=None: reads.append(columns) or read_runs(self,
+                                                                                     columns))
+    (run / "run.toml").write_text('notes = "v1"\n')
+    [result] = ingest_all([run], wh)
+    assert result.status == "ingested" and len(reads) == 2
+    assert {p.name for p in wh.derived.iterdir() if p.name != "_schema"} == {ids["r1"]}
