@@ -327,6 +327,7 @@ class Warehouse:
     def _commit(self, staged: Path, rows: pa.Table, stem: str,
                 expected: dict[str, str] | None) -> Publication | None:
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         with self.publish_lock():
             previous = self.read_runs(["publish_id"])
@@ -336,7 +337,9 @@ class Warehouse:
                     shutil.rmtree(staged, ignore_errors=True)
                     return None
             names = set(rows["run_name"].to_pylist())
-            seq = pa.repeat(pa.scalar(self._next_sequence(), pa.int64()), rows.num_rows)
+            highest = pc.max(previous["publish_seq"]).as_py() if previous.num_rows else None
+            seq = pa.repeat(pa.scalar(self._next_sequence(highest or 0), pa.int64()),
+                            rows.num_rows)
             rows = rows.set_column(rows.schema.get_field_index("publish_seq"), "publish_seq", seq)
             _write_parquet("runs", conform("runs", rows), staged / "runs.parquet", sync=False)
             _fsync_together([p for p in staged.iterdir() if p.is_file()])
@@ -354,12 +357,19 @@ class Warehouse:
                                   current | set(rows["publish_id"].to_pylist()))
         return Publication(folder.name, visible_from, late)
 
-    def _next_sequence(self) -> int:
-        current = int(self.sequence.read_text()) if self.sequence.exists() else 0
+    def _next_sequence(self, highest: int) -> int:
+        """One above the sequence file and `highest` (the runs' highest publish_seq): the
+        file is replaced without an fsync, so after a power loss it may be empty or lag the
+        publishes it numbered, and a new publish must still be the newest of its run."""
+        try:
+            current = int(self.sequence.read_text())
+        except (FileNotFoundError, ValueError):
+            current = 0
+        value = max(current, highest) + 1
         tmp = self.sequence.with_name(f".sequence.{os.getpid()}.tmp")
-        tmp.write_text(str(current + 1))
+        tmp.write_text(str(value))
         os.replace(tmp, self.sequence)
-        return current + 1
+        return value
 
     def _supersede(self, previous: pa.Table, names: set[str]) -> None:
         """Start the grace period of the folders whose publishes of `names` are replaced

@@ -170,3 +170,22 @@ def test_a_publish_collects_with_the_runs_it_read_under_the_lock(
     [result] = ingest_all([run], wh)
     assert result.status == "ingested" and len(reads) == 2
     assert {p.name for p in wh.derived.iterdir() if p.name != "_schema"} == {ids["r1"]}
+
+
+@pytest.mark.parametrize("lost", ["0", "", None])
+def test_a_sequence_file_that_lags_its_publishes_still_numbers_the_newest(
+        run: Path, tmp_path: Path, lost: str | None) -> None:
+    """The sequence file is replaced without an fsync: after a power loss it may hold an
+    older number, nothing, or be gone. The next publish is still numbered above every
+    run's, so it is the current one."""
+    wh = Warehouse.at(tmp_path / "wh")
+    republish(run, wh, 0)
+    second = republish(run, wh, 1)
+    if lost is None:
+        wh.sequence.unlink()
+    else:
+        wh.sequence.write_text(lost)
+    third = republish(run, wh, 2)
+    runs = wh.read_runs(["publish_id"])
+    assert third != second and runs["publish_seq"].to_pylist() == [3]
+    assert wh.sequence.read_text() == "3"
