@@ -36,11 +36,11 @@ FRESH_ROUNDS = 2         # each round on a new one
 REPUBLISHES = 16         # publishes of one run while `etl query` readers poll
 SHELL_REPUBLISHES = 12   # publishes of one run while raw DuckDB readers (the shell's) poll
 # Both measured with the bug put back (the stored views' visible-from rule replaced by
-# `true`; for `etl query`, its pinning taken out as well): with POLL_SQL, all 16 runs
-# (8 a test) saw half a run by the second republish. By a 95% bound a pair of republishes
-# then misses it with odds under 0.17: 12 republishes with odds under 3e-5, 16 under 1e-6.
-# With KERNELS_SQL alone the readers needed 2 to 32 republishes (10 on average), and 80
-# (odds ~2e-4) cost 4x the CPU.
+# `true`; for `etl query`, its pinning taken out as well): with POLL_SQL, each test's
+# readers saw half a run by the second republish in 24 runs of 24. By a 95% bound a pair
+# of republishes then misses it with odds under 0.12: 12 republishes with odds under 3e-6,
+# 16 under 1e-7. With KERNELS_SQL alone the readers needed 2 to 32 republishes (10 on
+# average), and 80 (odds ~2e-4) cost 4x the CPU.
 DUCKDB_READERS = 3       # threads polling with read-only DuckDB connections (+ `etl query`)
 MANY_RUNS = 40           # runs of one `etl ingest` (extraction workers + one publisher)
 MANY_ROUNDS = 1          # a new warehouse each; --jobs 4 extraction workers
