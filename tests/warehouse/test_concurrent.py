@@ -48,6 +48,7 @@ ITERATIONS = 30          # ProfilerStep#N per trace
 KERNELS_PER_ITERATION = 60
 ALLOWED = ("anomalies recorded", "anomaly recorded",
            "is open in another process; views were not refreshed")
+LOCKED = "Could not set lock"  # DuckDB's words when a writer holds warehouse.duckdb
 KERNELS_SQL = ("SELECT r.run_name, r.run_id, (SELECT count(*) FROM kernels k "
                "WHERE k.run_id = r.run_id) AS kernels FROM runs r")
 
@@ -199,7 +200,7 @@ class Readers:
                 with duckdb.connect(str(self.wh / "warehouse.duckdb"), read_only=True) as con:
                     self._check(con.execute(POLL_SQL).fetchall(), "duckdb")
             except duckdb.Error as exc:  # a writer holds the file to create the views
-                if "lock" not in str(exc):
+                if LOCKED not in str(exc):
                     self.problems.append(f"duckdb: {type(exc).__name__}: {str(exc)[:300]}")
                 time.sleep(0.01)
 
@@ -212,7 +213,7 @@ class Readers:
                 _, rows = run_query(self.wh, POLL_SQL)
                 self._check([(str(n), str(r), int(k)) for n, r, k in rows], "run_query")
             except EtlError as exc:
-                if "lock" not in str(exc):
+                if LOCKED not in str(exc):
                     self.problems.append(f"run_query: {str(exc)[:300]}")
                 time.sleep(0.01)
 
@@ -223,7 +224,7 @@ class Readers:
                 rows = json.loads(result.stdout)
                 self._check([(r["run_name"], r["run_id"], r["kernels"]) for r in rows],
                             "etl query")
-            elif "Traceback" in result.stderr or "lock" not in result.stderr:
+            elif "Traceback" in result.stderr or LOCKED not in result.stderr:
                 self.problems.append(f"etl query: {result.stderr[-300:]}")
 
 
