@@ -337,9 +337,8 @@ class Warehouse:
                     shutil.rmtree(staged, ignore_errors=True)
                     return None
             names = set(rows["run_name"].to_pylist())
-            highest = pc.max(previous["publish_seq"]).as_py() if previous.num_rows else None
-            seq = pa.repeat(pa.scalar(self._next_sequence(highest or 0), pa.int64()),
-                            rows.num_rows)
+            highest = pc.max(previous["publish_seq"]).as_py() or 0  # None: no runs yet
+            seq = pa.repeat(pa.scalar(self._next_sequence(highest), pa.int64()), rows.num_rows)
             rows = rows.set_column(rows.schema.get_field_index("publish_seq"), "publish_seq", seq)
             _write_parquet("runs", conform("runs", rows), staged / "runs.parquet", sync=False)
             _fsync_together([p for p in staged.iterdir() if p.is_file()])
@@ -351,10 +350,10 @@ class Warehouse:
             _fsync_path(self.data)
             self._supersede(previous, names)
             # the runs as they are now, without reading them again: the ones kept, and these
-            current = {row["publish_id"] for row in previous.select(
-                ["run_name", "publish_id"]).to_pylist() if row["run_name"] not in names}
-            self._collect_garbage({folder.name, *live_folders(previous, names)},
-                                  current | set(rows["publish_id"].to_pylist()))
+            live = {folder.name, *values_of_kept_runs(previous, names, "folder")}
+            current = {*values_of_kept_runs(previous, names, "publish_id"),
+                       *rows["publish_id"].to_pylist()}
+            self._collect_garbage(live, current)
         return Publication(folder.name, visible_from, late)
 
     def _next_sequence(self, highest: int) -> int:
@@ -390,7 +389,7 @@ class Warehouse:
                 return
             with self.publish_lock(wait=False):
                 runs = self.read_runs(["publish_id"])
-                self._collect_garbage(live_folders(runs, set()),
+                self._collect_garbage(values_of_kept_runs(runs, set(), "folder"),
                                       set(runs["publish_id"].to_pylist()))
         except OSError:  # BlockingIOError, PermissionError, a read-only file system
             return
@@ -475,9 +474,10 @@ def _still_current(rows: pa.Table, current: pa.Table, expected: dict[str, str]) 
     return rows.take(pa.array(keep, pa.int64()))
 
 
-def live_folders(current: pa.Table, replaced: set[str]) -> set[str]:
-    """Folders of the current publishes (a read_runs table) of runs not being replaced."""
-    return {row["folder"] for row in current.select(["run_name", "folder"]).to_pylist()
+def values_of_kept_runs(current: pa.Table, replaced: set[str], column: str) -> set[str]:
+    """`column` (folder, publish_id) of the current publishes (a read_runs table) of the
+    runs not being replaced."""
+    return {row[column] for row in current.select(["run_name", column]).to_pylist()
             if row["run_name"] not in replaced}
 
 
