@@ -92,6 +92,10 @@ COSTLY = (
     "tests/extract/kineto/test_truncated.py::test_complete_iterations_of_a_cut_trace_measure_as_in_the_whole",
     "tests/extract/kineto/test_truncated.py::test_cost_of_a_truncated_trace_grows_linearly",  # 4.1
     "tests/extract/kineto/test_truncated.py::test_real_traces_cut_at_three_quarters",  # 2.5
+    # 1.0
+    "tests/extract/kineto/test_trusted_cuts.py::test_a_cut_inside_an_event_means_reading_again[2]",
+    # 1.4
+    "tests/extract/kineto/test_trusted_cuts.py::test_slices_cut_unchecked_give_the_checked_tables[2]",
     "tests/extract/test_progress.py::test_a_corpus_trace_reports_progress",  # 1.1
     "tests/load/test_broken.py::test_no_odd_input_breaks_a_view",  # 10.0
     "tests/load/test_hostile.py::test_hostile_run_names_are_data",  # 1.4

@@ -11,6 +11,14 @@ candidate, from the right, whose slice decodes is a true boundary. The same argu
 validates the array's start (the text before it plus `"traceEvents": []}` must decode).
 Its end is where one syntax scan of the input's last part finds the array closed (the
 text after it must then close the object), or finds the input cut inside the array.
+
+Trusted cuts (`trusted=True`) skip that decoding where the text itself vouches for the
+boundary: `}`, `,`, `{`, a quote and a byte that may not follow a closed string (not
+whitespace, `,`, `:`, `}` or `]`). Inside a string, that quote would close the string and
+the byte after it would break the grammar, so in a valid document such a `}` is outside
+every string. It may still close an object nested in an array inside an event; a slice
+cut there ends inside that event, so it cannot decode, and whoever decodes the slice must
+treat a failure as "cut or input wrong" (the caller reads again with every cut checked).
 """
 from __future__ import annotations
 
@@ -24,9 +32,15 @@ import msgspec
 
 T = TypeVar("T")
 _SPLIT = re.compile(rb"\}\s*,\s*\{")
+_TRUSTED_SPLIT = re.compile(rb'\}\s*,\s*\{\s*"[^\s,:}\]]')
 _WINDOW = 1 << 20
 _NON_SPACE = re.compile(rb"\S")
 MAX_TRIES = 16
+
+
+class CutNotTrusted(Exception):
+    """(trusted cuts) Event boundaries are there that only decoding could tell apart from
+    text inside a string or a nested object: the caller reads again with cuts checked."""
 
 
 class NotStreamable(Exception):
@@ -60,8 +74,10 @@ class Sliced(Generic[T]):
 
 class ArraySlicer(Generic[T]):
     def __init__(self, blocks: Iterator[bytes], key: bytes,
-                 decode: Callable[[bytes | memoryview, int], T], target: int = 16 << 20) -> None:
+                 decode: Callable[[bytes | memoryview, int], T], target: int = 16 << 20,
+                 trusted: bool = False) -> None:
         self._blocks = blocks
+        self._trusted = trusted
         self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
         self._decode = decode
         self._target = target
@@ -126,7 +142,7 @@ class ArraySlicer(Generic[T]):
     def _cut(self) -> Sliced[T] | None:
         buf = self._buf
         buf[0] = ord("[")
-        for end in _candidates(buf):
+        for end in (_trusted_candidates(buf) if self._trusted else _candidates(buf)):
             saved, buf[end + 1] = buf[end + 1], ord("]")
             try:
                 with memoryview(buf) as view:
@@ -142,6 +158,8 @@ class ArraySlicer(Generic[T]):
             del buf[:consumed]
             self._base += consumed
             return sliced
+        if self._trusted and _SPLIT.search(buf):
+            raise CutNotTrusted()
         return None
 
     def _last(self) -> Iterator[Sliced[T]]:
@@ -252,10 +270,20 @@ def _decodes(text: bytes) -> bool:
 
 def _candidates(buf: bytearray) -> list[int]:
     """Positions of `}` that may end an event, right to left, at most MAX_TRIES."""
+    return _rightmost(_SPLIT, buf)[:MAX_TRIES]
+
+
+def _trusted_candidates(buf: bytearray) -> list[int]:
+    """The rightmost `}` the text vouches for as outside every string (module notes)."""
+    return _rightmost(_TRUSTED_SPLIT, buf)[:1]
+
+
+def _rightmost(pattern: re.Pattern[bytes], buf: bytearray) -> list[int]:
+    """Starts of `pattern`'s matches in the last part of `buf` that has any, right to left."""
     window = _WINDOW
     while True:
         start = max(0, len(buf) - window)
-        found = [m.start() for m in _SPLIT.finditer(buf, start)]
+        found = [m.start() for m in pattern.finditer(buf, start)]
         if found or start == 0:
-            return found[::-1][:MAX_TRIES]
+            return found[::-1]
         window *= 4

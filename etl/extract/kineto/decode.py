@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, Protocol
+from collections.abc import Callable
 
 import msgspec
 
@@ -39,6 +40,9 @@ from etl.extract.timeconv import us_texts_to_ns
 from etl.extract.trace_role import SLICE_BYTES
 
 Anomaly = tuple[str, int | None, str]
+# a slice's first event id, or what gives it once the slice's events are counted (its
+# decoder calls it once, with their number: etl/extract/kineto/event_ids.py)
+FirstId = int | Callable[[int], int]
 
 ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "registers_per_thread",
                "shared_memory_bytes", "bytes", "sequence_number", "fwd_thread_id")
@@ -194,16 +198,20 @@ def read_trace(path: Path, salvage: bool = False, slice_bytes: int = SLICE_BYTES
 class SliceSink(Protocol):
     """Where stream_trace hands its slices, in document order."""
 
-    def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
+    def text(self, text: bytes | memoryview, first_id: int | None, offset: int) -> None:
         """A validated slice `[...]` to decode (here or in a worker): a view of the
         slicer's buffer, valid only during the call. Its bytes between the brackets are
-        the document's from `offset` on."""
+        the document's from `offset` on. `first_id` None: a trusted cut, neither checked
+        nor counted (stream_trace)."""
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
         """Events already decoded (the whole-document fallback)."""
 
     def with_phase(self) -> int:
         """Events seen so far that have a `ph` (after every slice has been decoded)."""
+
+    def events(self) -> int:
+        """Events of the slices seen so far, kept or not (after every slice is decoded)."""
 
 
 @dataclass
@@ -214,10 +222,15 @@ class CollectingSink:
     batches: list[pa.Table] = field(default_factory=list)
     anomalies: list[Anomaly] = field(default_factory=list)
     phased: int = 0
+    counted: int = 0
 
-    def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
-        decoded = decode_slice(self.path, bytes(text), first_id, offset)
+    def text(self, text: bytes | memoryview, first_id: int | None, offset: int) -> None:
+        decoded = decode_slice(self.path, bytes(text), self._first_id(first_id), offset)
         self.batch(decoded.table, decoded.anomalies, decoded.with_phase)
+        self.counted += decoded.events
+
+    def _first_id(self, first_id: int | None) -> int:
+        return self.counted if first_id is None else first_id
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
         self.batches.append(table)
@@ -226,6 +239,9 @@ class CollectingSink:
 
     def with_phase(self) -> int:
         return self.phased
+
+    def events(self) -> int:
+        return self.counted
 
 
 @dataclass
@@ -242,19 +258,23 @@ class TraceInfo:
 
 
 def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
-                 slice_bytes: int = SLICE_BYTES) -> TraceInfo:
+                 slice_bytes: int = SLICE_BYTES, trusted: bool = False) -> TraceInfo:
     """Cut the file's events into validated slices and hand them to `sink`, in order.
 
     Slices are only checked for JSON syntax and counted here (a fraction of decoding), so
     the sink may decode them elsewhere. Unreadable input raises InputError, non-traces
-    NotATrace.
+    NotATrace. `trusted`: slices are cut where the text vouches for the boundary and
+    handed out neither checked nor counted (first id None); the sink's decoders number the
+    events, and any error, CutNotTrusted included, means reading again untrusted (only
+    then are the errors the ones this function documents).
     """
     reader = BlockReader(path, salvage)
-    counter = _Counter(path, sink)
+    counter = _Counter(path, sink, None if trusted else 0)
     header: bytes | None = None
     cut = False
     try:
-        for piece in ArraySlicer(iter(reader), b"traceEvents", counter.validate, slice_bytes):
+        for piece in ArraySlicer(iter(reader), b"traceEvents", counter.validate, slice_bytes,
+                                 trusted):
             if piece.kind == "header":
                 header = piece.value  # type: ignore[assignment]
     except NotStreamable:
@@ -274,7 +294,7 @@ def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
     if header == b"{}" and sink.with_phase() == 0:
         raise NotATrace("JSON array without trace events (no event has a ph)")
     anomalies: list[Anomaly] = []
-    info = _info(counter.count, _header_fields(path, header, anomalies), anomalies)
+    info = _info(sink.events(), _header_fields(path, header, anomalies), anomalies)
     info.truncated = cut or reader.truncated
     return info
 
@@ -288,22 +308,29 @@ def _stream_whole(path: Path, sink: SliceSink) -> TraceInfo:
 
 @dataclass
 class _Counter:
-    """The slicer's decode step: syntax check and count, then the slice goes to the sink."""
+    """The slicer's decode step: syntax check and count, then the slice goes to the sink.
+    `count` None: trusted cuts, handed over unchecked and uncounted."""
 
     path: Path
     sink: SliceSink
-    count: int = 0
+    count: int | None
 
     def validate(self, text: bytes | memoryview, offset: int) -> int:
+        if self.count is None:
+            self._hand_over(text, None, offset)
+            return 0
         # Raw items are checked for syntax like full decoding (not for UTF-8: decode_slice
         # replaces and flags such bytes, keys included)
         items = len(_guarded(self.path, offset, _raw_items().decode, text))
-        try:
-            self.sink.text(text, self.count, offset)
-        except msgspec.DecodeError as exc:  # from decoding, not from this cut
-            raise _slice_error(self.path, offset, exc) from None
+        self._hand_over(text, self.count, offset)
         self.count += items
         return items
+
+    def _hand_over(self, text: bytes | memoryview, first_id: int | None, offset: int) -> None:
+        try:
+            self.sink.text(text, first_id, offset)
+        except msgspec.DecodeError as exc:  # from decoding, not from this cut
+            raise _slice_error(self.path, offset, exc) from None
 
 
 @cache
@@ -327,29 +354,37 @@ class DecodedSlice:
     table: pa.Table
     anomalies: list[Anomaly]
     with_phase: int
+    events: int  # all of the slice's events, kept or not
 
 
-def decode_slice(path: Path, text: SliceText, first_id: int, offset: int) -> DecodedSlice:
+def decode_slice(path: Path, text: SliceText, first_id: FirstId, offset: int) -> DecodedSlice:
     """One validated slice → Arrow (typed decoding; lenient, event by event, if a field has
     an unexpected type). Bytes that are not UTF-8 are replaced and flagged first."""
     anomalies: list[Anomaly] = []
     text = _valid_utf8(text, offset, anomalies)
     try:
-        cols = _slice_columns(path, text, first_id, offset)
+        cols, events = _slice_columns(path, text, first_id, offset)
     except msgspec.ValidationError:
-        events = _lenient_slice(path, text, offset)
-        cols = _lenient_columns(events, first_id, anomalies)
-        cols.with_phase = sum(1 for ev in events if isinstance(ev, dict) and "ph" in ev)
+        decoded = _lenient_slice(path, text, offset)
+        cols = _lenient_columns(decoded, _first(first_id, len(decoded)), anomalies)
+        cols.with_phase = sum(1 for ev in decoded if isinstance(ev, dict) and "ph" in ev)
+        events = len(decoded)
     except msgspec.DecodeError as exc:
         raise _slice_error(path, offset, exc) from None
-    return DecodedSlice(_batch(cols, anomalies), anomalies, cols.with_phase)
+    return DecodedSlice(_batch(cols, anomalies), anomalies, cols.with_phase, events)
 
 
-def _slice_columns(path: Path, text: SliceText, first_id: int, offset: int
-                   ) -> SourceColumns:
+def _first(first_id: FirstId, events: int) -> int:
+    """The slice's first event id, once its `events` are counted."""
+    return first_id if isinstance(first_id, int) else first_id(events)
+
+
+def _slice_columns(path: Path, text: SliceText, first_id: FirstId, offset: int
+                   ) -> tuple[SourceColumns, int]:
     """Typed decoding, tagged by ph first, with the argument spellings this file has
     needed so far and those the slice names; untagged when some event's ph is not a
-    known phase (a ValidationError from here means a field has an unexpected type)."""
+    known phase (a ValidationError from here means a field has an unexpected type).
+    Returns the columns and the number of events."""
     read = _ARGS_READ.get(str(path), _FIRST_READ)
     named, escaped = _unread_in(text, read)
     if named:
@@ -361,8 +396,10 @@ def _slice_columns(path: Path, text: SliceText, first_id: int, offset: int
         events = _guarded(path, offset, tagged.decode, text)
     except msgspec.ValidationError:
         _, _, typed = _decoders()
-        return _typed_columns(_guarded(path, offset, typed.decode, text), first_id)
-    return _tagged_columns(events, kept_types, first_id, read)
+        events = _guarded(path, offset, typed.decode, text)
+        return _typed_columns(events, _first(first_id, len(events))), len(events)
+    return (_tagged_columns(events, kept_types, _first(first_id, len(events)), read),
+            len(events))
 
 
 _ALL_SPELLINGS = frozenset(key for keys in field_map("kineto")["args"].values()

@@ -2,7 +2,10 @@
 
 Three passes over a private spill folder (1b only for traces with B/E events):
 1. slices (~16 MiB of JSON) are decoded, classified and spilled to Parquet, one worker
-   process per core for big files (slice_spill.py); only small per-slice summaries return;
+   process per core for big files (slice_spill.py); only small per-slice summaries return.
+   A regular file's slices are cut where the text vouches for an event boundary and go
+   out unchecked and uncounted; their decoders number the events (event_ids.py), and on
+   any error the file is read again with each cut checked by a syntax scan here;
    B/E events (begin/end pairs, whose E may be slices away) are spilled unclassified, and
    1b. sorted by thread and event order by DuckDB and paired chunk by chunk with the open
    B's carried; the complete events they make are classified and spilled like a slice's;
@@ -38,6 +41,7 @@ from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer, no_gpu_activity_remark
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
+from etl.extract.kineto.event_ids import IdChain
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.prefetch import prefetched
 from etl.extract.progress import FileProgress
@@ -62,14 +66,7 @@ def read(path: Path, source_id: int, gpu_override: str | None, spill: Path,
     """Stream one trace file into `sinks`; the spill folder is removed afterwards."""
     spill.mkdir(parents=True)
     try:
-        sink = SpillSink(path, spill, options.workers, _markers(options))
-        try:
-            with gc_paused():
-                info = stream_trace(path, sink, options.salvage, options.slice_bytes)
-        except BaseException:
-            sink.abort()  # the first error is the one to report, not a later slice's
-            raise
-        summaries = sink.close()
+        info, summaries = _spilled_slices(path, spill, options)
         return _assemble(path, info, summaries, source_id, gpu_override, spill, sinks,
                          options)
     except StepNumberError as exc:
@@ -77,6 +74,37 @@ def read(path: Path, source_id: int, gpu_override: str | None, spill: Path,
                          STEP_NUMBER_REMEDY) from None
     finally:
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def _spilled_slices(path: Path, spill: Path, options: PipelineOptions
+                    ) -> tuple[TraceInfo, list[SliceSummary]]:
+    """Pass 1. A regular file is first cut where the text vouches for event boundaries,
+    its slices neither checked nor counted here (that costs this process a syntax scan of
+    every byte, beside the workers' decoding); on any error it is read again with every
+    cut checked, so that errors, and where they are, are those of the checked reading."""
+    if path.is_file():
+        try:
+            return _first_pass(path, spill, options, trusted=True)
+        except Exception:
+            _stage(path, "reading again, every slice checked")
+            shutil.rmtree(spill)
+            spill.mkdir()
+    return _first_pass(path, spill, options, trusted=False)
+
+
+def _first_pass(path: Path, spill: Path, options: PipelineOptions, trusted: bool
+                ) -> tuple[TraceInfo, list[SliceSummary]]:
+    chain = IdChain(spill / "event-ids") if trusted else None
+    if chain is not None:
+        chain.start()
+    sink = SpillSink(path, spill, options.workers, _markers(options), chain)
+    try:
+        with gc_paused():
+            info = stream_trace(path, sink, options.salvage, options.slice_bytes, trusted)
+    except BaseException:
+        sink.abort()  # the first error is the one to report, not a later slice's
+        raise
+    return info, sink.close()
 
 
 def _markers(options: PipelineOptions) -> StepMarkers:
@@ -89,11 +117,13 @@ class SpillSink:
 
     Workers read the slices of a plain file from the file themselves (piping 16 MiB to a
     worker costs both processes more CPU than the worker's read from the page cache); the
-    slices of a gzip file are sent.
+    slices of a gzip file are sent. `chain` numbers the events of slices handed over
+    uncounted (trusted cuts).
     """
 
-    def __init__(self, path: Path, folder: Path, workers: int, markers: StepMarkers) -> None:
-        self.path, self.folder, self.markers = path, folder, markers
+    def __init__(self, path: Path, folder: Path, workers: int, markers: StepMarkers,
+                 chain: IdChain | None = None) -> None:
+        self.path, self.folder, self.markers, self.chain = path, folder, markers, chain
         self.summaries: list[SliceSummary] = []
         self.pending: deque[Future[SliceSummary]] = deque()
         self.pool = worker_pool(workers) if workers > 1 else None
@@ -106,19 +136,20 @@ class SpillSink:
     def _progress(self, read_to: int) -> None:
         report_progress(FileProgress(self.path, "read", read_to, self.size, self.compressed))
 
-    def text(self, text: bytes | memoryview, first_id: int, offset: int) -> None:
+    def text(self, text: bytes | memoryview, first_id: int | None, offset: int) -> None:
         self._progress(offset + len(text))
         index = len(self.summaries) + len(self.pending)
+        first = self._first(first_id)
         if self.pool is None:
-            self.summaries.append(spill_text(self.path, bytes(text), first_id, offset,
+            self.summaries.append(spill_text(self.path, bytes(text), first, offset,
                                              self.folder, index, self.markers))
             return
         if self.read_in_worker:
             task = self.pool.submit(spill_range, self.path, offset, len(text),
-                                    slice_checksum(text), first_id, self.folder, index,
+                                    slice_checksum(text), first, self.folder, index,
                                     self.markers)
         else:
-            task = self.pool.submit(spill_text, self.path, bytes(text), first_id, offset,
+            task = self.pool.submit(spill_text, self.path, bytes(text), first, offset,
                                     self.folder, index, self.markers)
         self.pending.append(task)
         while len(self.pending) >= self.limit:
@@ -130,15 +161,27 @@ class SpillSink:
         self.summaries.append(spill_table(table, anomalies, with_phase, self.folder, index,
                                           self.markers))
 
+    def _first(self, first_id: int | None) -> int | IdChain:
+        if first_id is not None:
+            return first_id
+        assert self.chain is not None, "slices handed over uncounted need a chain"
+        return self.chain
+
     def with_phase(self) -> int:
         self._drain()
         return sum(s.with_phase for s in self.summaries)
+
+    def events(self) -> int:
+        self._drain()
+        return sum(s.events for s in self.summaries)
 
     def _drain(self) -> None:
         while self.pending:
             self.summaries.append(self.pending.popleft().result())
 
     def abort(self) -> None:
+        if self.chain is not None:
+            self.chain.abort()  # workers waiting for an earlier slice's count stop
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)
 

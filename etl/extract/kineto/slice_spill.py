@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from etl.extract.kineto.decode import (COLLECTIVE_INT_COLUMNS, MEMORY_COLUMNS, SYNC_COLUMNS,
-                                       Anomaly, SliceText,
+                                       Anomaly, FirstId, SliceText,
                                        decode_slice,
                                        field_map)
 from etl.extract.kineto import launch_geometry, layers
+from etl.extract.kineto.event_ids import IdChain
 from etl.extract.rawio import read_slice
 from etl.extract.kineto.rows import (HOST_ARG_COLUMNS, HOST_COLUMNS, Step, StepMarkers,
                                       _classify, _flag_times, complete_span,
@@ -37,6 +38,7 @@ SPILL_COMPRESSION = "lz4"  # spill files live seconds: cheap to write beats smal
 class SliceSummary:
     index: int
     with_phase: int
+    events: int = 0                       # all of the slice's events, kept or not
     host_rows: int = 0
     gpu_rows: int = 0
     anomalies: list[Anomaly] = field(default_factory=list)
@@ -48,21 +50,44 @@ class SliceSummary:
     host_args: list[str] = field(default_factory=list)  # HOST_ARG_COLUMNS with a value
 
 
-def spill_range(path: Path, offset: int, length: int, checksum: int, first_id: int,
-                folder: Path, index: int, markers: StepMarkers) -> SliceSummary:
+def spill_range(path: Path, offset: int, length: int, checksum: int,
+                first_id: int | IdChain, folder: Path, index: int,
+                markers: StepMarkers) -> SliceSummary:
     """Read one validated slice of a plain file and spill it (the worker entry point for
     plain files: the ingesting process sends where the slice is, not its 16 MiB)."""
-    return spill_text(path, read_slice(path, offset, length, checksum), first_id, offset,
-                      folder, index, markers)
+    with _failure_passed_on(first_id, index):
+        text = read_slice(path, offset, length, checksum)
+    return spill_text(path, text, first_id, offset, folder, index, markers)
 
 
-def spill_text(path: Path, text: SliceText, first_id: int, offset: int,
+def spill_text(path: Path, text: SliceText, first_id: int | IdChain, offset: int,
                folder: Path, index: int, markers: StepMarkers) -> SliceSummary:
-    """Decode one validated slice and spill it (the worker entry point for gzip files)."""
-    with gc_paused():
-        decoded = decode_slice(path, text, first_id, offset)
-    return spill_table(decoded.table, decoded.anomalies, decoded.with_phase, folder, index,
-                       markers)
+    """Decode one validated slice and spill it (the worker entry point for gzip files).
+    `first_id`: the slice's, or the chain that numbers slices cut unchecked."""
+    with _failure_passed_on(first_id, index), gc_paused():
+        decoded = decode_slice(path, text, _first_id(first_id, index), offset)
+    summary = spill_table(decoded.table, decoded.anomalies, decoded.with_phase, folder,
+                          index, markers)
+    summary.events = decoded.events
+    return summary
+
+
+@contextmanager
+def _failure_passed_on(first_id: int | IdChain, index: int) -> Iterator[None]:
+    """A slice that fails before its events are numbered tells the slices after it, which
+    wait for its count (event_ids.py)."""
+    try:
+        yield
+    except BaseException:
+        if isinstance(first_id, IdChain):
+            first_id.fail(index)
+        raise
+
+
+def _first_id(first_id: int | IdChain, index: int) -> FirstId:
+    if isinstance(first_id, int):
+        return first_id
+    return lambda events: first_id.first_id(index, events)
 
 
 def spill_table(base: pa.Table, anomalies: list[Anomaly], with_phase: int, folder: Path,
