@@ -140,7 +140,8 @@ def _prepare(target: RunTarget, warehouse: Warehouse, options: Options) -> Prepa
     dims, toml_text = read_run_toml(run.run_toml) if run.run_toml else ({}, None)
     ingested = _current_runs(warehouse, run, options.replace)
     key = _run_key(run, hash_first=bool(ingested))
-    if key.run_id in ingested:  # hashed first exactly when ingested
+    # hashed first exactly when ingested; a new run's hashes are not waited for here
+    if ingested and key.run_id in ingested:
         return Prepared(_unchanged(run, ingested[key.run_id]))
     staged = warehouse.new_stage(key.suffix)
     try:

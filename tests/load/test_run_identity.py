@@ -116,3 +116,36 @@ def test_activities_no_view_can_use_are_reported(tmp_path: Path) -> None:
     good = tree(tmp_path / "more" / "good", "t.json")
     quiet = cli("ingest", str(good), "--warehouse", str(tmp_path / "wh"))
     assert "no kernel on a device" not in quiet.stderr
+
+
+def test_a_new_run_is_read_while_its_files_are_hashed(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run the warehouse does not hold cannot be unchanged: its traces are read while
+    the hashes (a second a GB) are computed, not after. Here hashing waits until the
+    trace reader starts; the other order would keep it waiting until its timeout."""
+    import threading
+
+    from etl.extract.kineto import read
+    from etl.load import ingest
+    from etl.load.ingest import Options, ingest_all
+    from etl.warehouse.store import Warehouse
+
+    reading = threading.Event()
+    waited: list[bool] = []
+    first_pass, hash_inputs = read._first_pass, ingest._hash_inputs
+
+    def first_pass_noted(*args: object, **kwargs: object) -> object:
+        reading.set()
+        return first_pass(*args, **kwargs)  # type: ignore[arg-type]
+
+    def hash_after_reading_starts(run: object) -> dict[str, str]:
+        waited.append(reading.wait(timeout=5))
+        return hash_inputs(run)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(read, "_first_pass", first_pass_noted)
+    monkeypatch.setattr(ingest, "_hash_inputs", hash_after_reading_starts)
+    run = tree(tmp_path / "run", "t.json")
+    results = ingest_all([run], Warehouse.at(tmp_path / "wh"), Options(jobs=1))
+    assert [r.status for r in results] == ["ingested"] and waited == [True]
+    again = ingest_all([run], Warehouse.at(tmp_path / "wh"), Options(jobs=1))
+    assert [r.status for r in again] == ["unchanged"]  # a known name: hashed first
