@@ -261,12 +261,12 @@ def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
                  slice_bytes: int = SLICE_BYTES, trusted: bool = False) -> TraceInfo:
     """Cut the file's events into validated slices and hand them to `sink`, in order.
 
-    Slices are only checked for JSON syntax and counted here (a fraction of decoding), so
-    the sink may decode them elsewhere. Unreadable input raises InputError, non-traces
-    NotATrace. `trusted`: slices are cut where the text vouches for the boundary and
-    handed out neither checked nor counted (first id None); the sink's decoders number the
-    events, and any error, CutNotTrusted included, means reading again untrusted (only
-    then are the errors the ones this function documents).
+    Slices are only checked for JSON syntax and counted here (a fraction of decoding, but
+    a scan of every byte), so the sink may decode them elsewhere. Unreadable input raises
+    InputError, non-traces NotATrace. `trusted`: slices are cut where the text vouches
+    for the boundary and handed out neither checked nor counted (first id None); the
+    sink's decoders number the events, and any error, CutNotTrusted included, means
+    reading again untrusted (only then are the errors the ones this function documents).
     """
     reader = BlockReader(path, salvage)
     counter = _Counter(path, sink, None if trusted else 0)
@@ -358,8 +358,9 @@ class DecodedSlice:
 
 
 def decode_slice(path: Path, text: SliceText, first_id: FirstId, offset: int) -> DecodedSlice:
-    """One validated slice → Arrow (typed decoding; lenient, event by event, if a field has
-    an unexpected type). Bytes that are not UTF-8 are replaced and flagged first."""
+    """One slice → Arrow (typed decoding; lenient, event by event, if a field has an
+    unexpected type). Bytes that are not UTF-8 are replaced and flagged first. The slice
+    was checked by the slicer, or cut trusted (stream_trace): decoding checks it then."""
     anomalies: list[Anomaly] = []
     text = _valid_utf8(text, offset, anomalies)
     try:

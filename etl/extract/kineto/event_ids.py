@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FAILED = "failed"
-_POLL_SECONDS = (0.0002, 0.005)  # first and longest pause between looks
+_POLL_SECONDS = (0.0002, 0.002)  # first and longest pause between looks
 
 
 class SliceFailed(Exception):
