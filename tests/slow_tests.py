@@ -22,6 +22,7 @@ PROCESSES = (
     # 0.4
     "tests/conformance/test_formats.py::test_sample_ingests_with_schema_types[ncu_rep-corpus-ncu/rtx3070_speedy_scan_profile.ncu-rep]",
     "tests/extract/ncu/test_rep.py::test_units_do_not_depend_on_the_report_read_before",  # 1.8
+    "tests/extract/test_worker_pool.py::test_workers_keep_freed_pages_a_while",  # 0.3
     "tests/load/test_hostile.py::test_gzip_bomb_beyond_a_configured_ratio_is_refused",  # 1.0
     "tests/load/test_hostile.py::test_gzip_bomb_beyond_the_default_cap_is_refused",  # 3.3
     "tests/load/test_hostile.py::test_gzip_bomb_is_refused_before_it_is_in_memory",  # 0.9
