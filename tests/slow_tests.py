@@ -93,8 +93,12 @@ COSTLY = (
     "tests/extract/kineto/test_truncated.py::test_complete_iterations_of_a_cut_trace_measure_as_in_the_whole",
     "tests/extract/kineto/test_truncated.py::test_cost_of_a_truncated_trace_grows_linearly",  # 4.1
     "tests/extract/kineto/test_truncated.py::test_real_traces_cut_at_three_quarters",  # 2.5
+    # 1.2
+    "tests/extract/kineto/test_trusted_cuts.py::test_a_bad_slice_among_many_gives_the_checked_error",
     # 1.0
     "tests/extract/kineto/test_trusted_cuts.py::test_a_cut_inside_an_event_means_reading_again[2]",
+    # 0.7
+    "tests/extract/kineto/test_trusted_cuts.py::test_many_slices_numbered_across_workers",
     # 1.4
     "tests/extract/kineto/test_trusted_cuts.py::test_slices_cut_unchecked_give_the_checked_tables[2]",
     "tests/extract/test_progress.py::test_a_corpus_trace_reports_progress",  # 1.1

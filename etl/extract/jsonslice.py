@@ -19,6 +19,10 @@ the byte after it would break the grammar, so in a valid document such a `}` is 
 every string. It may still close an object nested in an array inside an event; a slice
 cut there ends inside that event, so it cannot decode, and whoever decodes the slice must
 treat a failure as "cut or input wrong" (the caller reads again with every cut checked).
+A trusted cut may fall one event before the checked one, where a block ends between an
+event's `{` and its first key or the next event is `{}`: the events and their ids are
+the same; what is counted per slice (the invalid_utf8 anomaly, one per slice holding
+such bytes) follows the slices, as it does the slice size.
 """
 from __future__ import annotations
 

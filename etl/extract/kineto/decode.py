@@ -213,6 +213,9 @@ class SliceSink(Protocol):
     def events(self) -> int:
         """Events of the slices seen so far, kept or not (after every slice is decoded)."""
 
+    def reset(self) -> None:
+        """Forget every slice handed over so far: the document is read whole instead."""
+
 
 @dataclass
 class CollectingSink:
@@ -231,6 +234,9 @@ class CollectingSink:
 
     def _first_id(self, first_id: int | None) -> int:
         return self.counted if first_id is None else first_id
+
+    def reset(self) -> None:
+        self.batches, self.anomalies, self.phased, self.counted = [], [], 0, 0
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
         self.batches.append(table)
@@ -278,6 +284,7 @@ def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
             if piece.kind == "header":
                 header = piece.value  # type: ignore[assignment]
     except NotStreamable:
+        sink.reset()  # slices handed out before a block without a boundary are read again
         return _stream_whole(path, sink)
     except Truncated as truncated:
         if not salvage:

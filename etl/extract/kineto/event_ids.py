@@ -8,7 +8,8 @@ the spill folder: the decoder of slice k waits for `first-k` (the first id of it
 writes `first-(k+1)` = that id + its count, and only then makes its columns. Decoding, the
 costly part, runs in parallel; a decoder waits, at most, for the one before it to finish
 decoding, which started earlier. A decoder that fails writes FAILED in its successor's
-file, and the ingesting process writes `abort` when it gives up, so no one waits forever.
+file, and the ingesting process writes `abort` when it gives up (or removes the folder), so
+no one waits forever.
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ class IdChain:
         pause = _POLL_SECONDS[0]
         path, abort = self._file(index), self._file_named("abort")
         while not path.exists():
-            if abort.exists():
+            if abort.exists() or not self.folder.exists():  # gone: the spill was removed
                 raise SliceFailed("the ingest of this file was stopped")
             time.sleep(pause)
             pause = min(2 * pause, _POLL_SECONDS[1])

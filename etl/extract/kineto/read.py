@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import shutil
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +41,9 @@ from etl.extract.step_names import STEP_NUMBER_REMEDY, StepNumberError
 from etl.extract.trace_role import PipelineOptions, Sinks, Writer, no_gpu_activity_remark
 from etl.extract.trace_role import TraceResult as SourceResult
 from etl.extract.kineto.clock import kineto_clock
-from etl.extract.kineto.event_ids import IdChain
+from etl.extract.kineto.event_ids import IdChain, SliceFailed
+from etl.extract.jsonslice import CutNotTrusted
+from etl.extract.registry import NotThisFormat
 from etl.extract.kineto.kernel_join import join_kernels, release_memory
 from etl.extract.prefetch import prefetched
 from etl.extract.progress import FileProgress
@@ -80,16 +82,28 @@ def _spilled_slices(path: Path, spill: Path, options: PipelineOptions
                     ) -> tuple[TraceInfo, list[SliceSummary]]:
     """Pass 1. A regular file is first cut where the text vouches for event boundaries,
     its slices neither checked nor counted here (that costs this process a syntax scan of
-    every byte, beside the workers' decoding); on any error it is read again with every
-    cut checked, so that errors, and where they are, are those of the checked reading."""
+    every byte, beside the workers' decoding). When a slice fails to decode (a cut inside
+    an event, or bad input) or the text vouches for no boundary, it is read again with
+    every cut checked, so that input errors, and where they are, are those of the checked
+    reading. An error of this process's own reading (a cut file, a malformed end, a gzip
+    bomb) stands once the slices handed out before it have decoded: the checked reading
+    finds the same one, at the same byte."""
     if path.is_file():
         try:
             return _first_pass(path, spill, options, trusted=True)
-        except Exception:
-            _stage(path, "reading again, every slice checked")
+        except (CutNotTrusted, UncheckedSliceFailed) as exc:
+            _stage(path, f"reading again, every slice checked ({exc})")
             shutil.rmtree(spill)
             spill.mkdir()
     return _first_pass(path, spill, options, trusted=False)
+
+
+class UncheckedSliceFailed(Exception):
+    """A slice cut unchecked failed to decode (a cut inside an event, or bad input): the
+    file is read again with every cut checked, which reports bad input as it should."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"a slice failed: {cause}")
 
 
 def _first_pass(path: Path, spill: Path, options: PipelineOptions, trusted: bool
@@ -101,8 +115,13 @@ def _first_pass(path: Path, spill: Path, options: PipelineOptions, trusted: bool
     try:
         with gc_paused():
             info = stream_trace(path, sink, options.salvage, options.slice_bytes, trusted)
-    except BaseException:
-        sink.abort()  # the first error is the one to report, not a later slice's
+    except BaseException as exc:
+        try:
+            if trusted and isinstance(exc, (InputError, NotThisFormat)):
+                # the checked reading would have met a failed slice before this error
+                sink.settle()
+        finally:
+            sink.abort()  # the first error is the one to report, not a later slice's
         raise
     return info, sink.close()
 
@@ -141,8 +160,9 @@ class SpillSink:
         index = len(self.summaries) + len(self.pending)
         first = self._first(first_id)
         if self.pool is None:
-            self.summaries.append(spill_text(self.path, bytes(text), first, offset,
-                                             self.folder, index, self.markers))
+            self.summaries.append(self._unchecked_failure_told(
+                lambda: spill_text(self.path, bytes(text), first, offset, self.folder, index,
+                                   self.markers)))
             return
         if self.read_in_worker:
             task = self.pool.submit(spill_range, self.path, offset, len(text),
@@ -153,7 +173,7 @@ class SpillSink:
                                     self.folder, index, self.markers)
         self.pending.append(task)
         while len(self.pending) >= self.limit:
-            self.summaries.append(self.pending.popleft().result())
+            self._collect()
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
         self._drain()
@@ -177,13 +197,39 @@ class SpillSink:
 
     def _drain(self) -> None:
         while self.pending:
-            self.summaries.append(self.pending.popleft().result())
+            self._collect()
+
+    def _collect(self) -> None:
+        task = self.pending.popleft()
+        self.summaries.append(self._unchecked_failure_told(task.result))
+
+    def _unchecked_failure_told(self, spilled: Callable[[], SliceSummary]) -> SliceSummary:
+        """A slice's summary; a slice cut unchecked that fails raises UncheckedSliceFailed
+        (input errors only: a bug of ours surfaces as itself)."""
+        try:
+            return spilled()
+        except (InputError, SliceFailed) as exc:
+            if self.chain is None:
+                raise
+            raise UncheckedSliceFailed(exc) from exc
+
+    def settle(self) -> None:
+        """Wait for the slices handed out (raises a failed one's error)."""
+        self._drain()
+
+    def reset(self) -> None:
+        self._drain()
+        for spilled in self.folder.glob("*-*.parquet"):
+            spilled.unlink()
+        self.summaries = []
 
     def abort(self) -> None:
-        if self.chain is not None:
-            self.chain.abort()  # workers waiting for an earlier slice's count stop
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+        try:
+            if self.chain is not None:
+                self.chain.abort()  # workers waiting for an earlier slice's count stop
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
 
     def close(self) -> list[SliceSummary]:
         try:
