@@ -271,8 +271,9 @@ def stream_trace(path: Path, sink: SliceSink, salvage: bool = False,
     a scan of every byte), so the sink may decode them elsewhere. Unreadable input raises
     InputError, non-traces NotATrace. `trusted`: slices are cut where the text vouches
     for the boundary and handed out neither checked nor counted (first id None); the
-    sink's decoders number the events, and any error, CutNotTrusted included, means
-    reading again untrusted (only then are the errors the ones this function documents).
+    sink's decoders number the events. A slice that fails to decode, or CutNotTrusted,
+    then means reading again untrusted; an error of this reading stands once the slices
+    handed out have decoded (etl/extract/kineto/read.py, _spilled_slices).
     """
     reader = BlockReader(path, salvage)
     counter = _Counter(path, sink, None if trusted else 0)

@@ -4,8 +4,9 @@ Three passes over a private spill folder (1b only for traces with B/E events):
 1. slices (~16 MiB of JSON) are decoded, classified and spilled to Parquet, one worker
    process per core for big files (slice_spill.py); only small per-slice summaries return.
    A regular file's slices are cut where the text vouches for an event boundary and go
-   out unchecked and uncounted; their decoders number the events (event_ids.py), and on
-   any error the file is read again with each cut checked by a syntax scan here;
+   out unchecked and uncounted; their decoders number the events (event_ids.py); when a
+   slice fails to decode, the file is read again with each cut checked by a syntax scan
+   here (_spilled_slices);
    B/E events (begin/end pairs, whose E may be slices away) are spilled unclassified, and
    1b. sorted by thread and event order by DuckDB and paired chunk by chunk with the open
    B's carried; the complete events they make are classified and spilled like a slice's;
