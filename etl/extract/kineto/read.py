@@ -177,7 +177,7 @@ class SpillSink:
             self._collect()
 
     def batch(self, table: pa.Table, anomalies: list[Anomaly], with_phase: int) -> None:
-        self._drain()
+        self.settle()
         index = len(self.summaries)
         self.summaries.append(spill_table(table, anomalies, with_phase, self.folder, index,
                                           self.markers))
@@ -189,14 +189,15 @@ class SpillSink:
         return self.chain
 
     def with_phase(self) -> int:
-        self._drain()
+        self.settle()
         return sum(s.with_phase for s in self.summaries)
 
     def events(self) -> int:
-        self._drain()
+        self.settle()
         return sum(s.events for s in self.summaries)
 
-    def _drain(self) -> None:
+    def settle(self) -> None:
+        """Wait for the slices handed out (raises a failed one's error)."""
         while self.pending:
             self._collect()
 
@@ -214,12 +215,8 @@ class SpillSink:
                 raise
             raise UncheckedSliceFailed(exc) from exc
 
-    def settle(self) -> None:
-        """Wait for the slices handed out (raises a failed one's error)."""
-        self._drain()
-
     def reset(self) -> None:
-        self._drain()
+        self.settle()
         for spilled in self.folder.glob("*-*.parquet"):
             spilled.unlink()
         self.summaries = []
@@ -234,7 +231,7 @@ class SpillSink:
 
     def close(self) -> list[SliceSummary]:
         try:
-            self._drain()
+            self.settle()
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
